@@ -1,0 +1,88 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/seckill-lab/shop/internal/httpapi"
+	"github.com/seckill-lab/shop/internal/platform"
+)
+
+func randomSecret() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	c, rest, err := platform.LoadConfig("shop serve", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", rest)
+	}
+	log := newLogger(c, stderr)
+	if c.AdminToken == "" {
+		c.AdminToken = randomSecret()
+		log.Warn("SHOP_ADMIN_TOKEN unset: generated one for this instance; give every instance the same value", "admin_token", c.AdminToken)
+	}
+	if c.AuthSecret == "" {
+		c.AuthSecret = randomSecret()
+		log.Warn("SHOP_AUTH_SECRET unset: generated a random one; user tokens only work on this instance until restart")
+	}
+	if lab := c.Lab(); len(lab) > 0 {
+		log.Warn("!!! LAB MODE: UNSAFE SWITCHES ARE ON; this instance demonstrates failures, never run it for real !!!", "switches", lab)
+	}
+	db, rdb, err := backends(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	handler := httpapi.New(httpapi.Deps{
+		Log:      log,
+		Registry: reg,
+		Version:  Version,
+		Ready: map[string]httpapi.Pinger{
+			"database": db,
+			"redis":    httpapi.PingFunc(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }),
+		},
+	})
+
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return fmt.Errorf("SHOP_ADDR: listen on %s: %w", c.Addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	log.Info("listening", "addr", ln.Addr().String(), "version", Version, "stock_strategy", c.StockStrategy)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "wait", c.ShutdownWait)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ShutdownWait)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

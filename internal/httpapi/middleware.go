@@ -1,0 +1,148 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// MaxBody is API.md's body limit: larger bodies get 413 body_too_large.
+const MaxBody = 65536
+
+const (
+	ctxLogger = "shop.logger"
+	ctxBody   = "shop.body"
+)
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// requestID takes a sane X-Request-ID from the client or makes one, echoes it
+// and puts a logger carrying it into the context.
+func requestID(base *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id := c.GetHeader("X-Request-ID")
+		if !requestIDPattern.MatchString(id) {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		c.Header("X-Request-ID", id)
+		c.Set(ctxLogger, base.With("request_id", id))
+		c.Next()
+	}
+}
+
+func logger(c *gin.Context) *slog.Logger {
+	if l, ok := c.Get(ctxLogger); ok {
+		return l.(*slog.Logger)
+	}
+	return slog.Default()
+}
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "shop", Name: "http_requests_total", Help: "HTTP requests by route, method and status.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "shop", Name: "http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+// accessLog logs each request once and records its metrics. Health and
+// metrics scrapes are logged at debug only.
+func accessLog(m *httpMetrics) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := c.Writer.Status()
+		elapsed := time.Since(start)
+		m.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(status)).Inc()
+		m.latency.WithLabelValues(c.Request.Method, route).Observe(elapsed.Seconds())
+		level := slog.LevelInfo
+		switch {
+		case route == "/healthz" || route == "/readyz" || route == "/metrics":
+			level = slog.LevelDebug
+		case status >= 500:
+			level = slog.LevelWarn
+		}
+		logger(c).Log(c.Request.Context(), level, "http",
+			"method", c.Request.Method, "path", c.Request.URL.Path, "route", route,
+			"status", status, "bytes", c.Writer.Size(), "duration_ms", float64(elapsed.Microseconds())/1000)
+	}
+}
+
+// recovery turns a panic into a 500 problem after logging it. Panics that
+// ran under an idempotency claim have already released it (see idempotency).
+func recovery() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				logger(c).Error("panic", "value", fmt.Sprint(r))
+				if !c.Writer.Written() {
+					writeError(c, fmt.Errorf("panic: %v", r))
+				}
+				c.Abort()
+			}
+		}()
+		c.Next()
+	}
+}
+
+// readBody enforces the body limit before anything else looks at the
+// request (API.md: 413 is checked first), counting bytes as they are read so
+// chunked bodies are limited too, and keeps the bytes for later stages.
+func readBody() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if c.Request.ContentLength > MaxBody {
+			writeError(c, newError("body_too_large", fmt.Sprintf("the body must not exceed %d bytes", MaxBody)))
+			return
+		}
+		b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(c, newError("body_too_large", fmt.Sprintf("the body must not exceed %d bytes", MaxBody)))
+			return
+		}
+		if err != nil {
+			writeError(c, newError("invalid_request", "the body could not be read"))
+			return
+		}
+		c.Set(ctxBody, b)
+		c.Request.Body = io.NopCloser(bytes.NewReader(b))
+		c.Next()
+	}
+}
+
+func body(c *gin.Context) []byte {
+	b, _ := c.Get(ctxBody)
+	bb, _ := b.([]byte)
+	return bb
+}

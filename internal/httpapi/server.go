@@ -1,0 +1,91 @@
+// Package httpapi is the shop's HTTP face: the gin router, handlers, auth,
+// and problem+json errors. It is the only package that imports gin.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Pinger is a dependency /readyz checks.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// PingFunc adapts a function to Pinger.
+type PingFunc func(ctx context.Context) error
+
+// Ping calls f.
+func (f PingFunc) Ping(ctx context.Context) error { return f(ctx) }
+
+// Deps is everything the handlers need, passed in explicitly.
+type Deps struct {
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	Ready    map[string]Pinger // name -> check, for /readyz
+	Version  string
+}
+
+// New builds the router with every route of the API.
+func New(d Deps) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.ContextWithFallback = true
+	m := newHTTPMetrics(d.Registry)
+	r.Use(requestID(d.Log), accessLog(m), recovery(), readBody())
+	r.NoRoute(func(c *gin.Context) { writeError(c, newError("not_found", "no route "+c.Request.URL.Path)) })
+	r.NoMethod(func(c *gin.Context) {
+		writeError(c, newError("method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path))
+	})
+	routes(r, d, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
+	return r
+}
+
+func healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+
+// readyz answers within about a second whatever the dependencies do.
+func readyz(checks map[string]Pinger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 1500*time.Millisecond)
+		defer cancel()
+		type result struct {
+			name string
+			err  error
+		}
+		ch := make(chan result, len(checks))
+		for name, p := range checks {
+			go func() { ch <- result{name, p.Ping(ctx)} }()
+		}
+		status := map[string]string{}
+		failed := ""
+		for range checks {
+			select {
+			case r := <-ch:
+				status[r.name] = "ok"
+				if r.err != nil {
+					status[r.name] = r.err.Error()
+					failed = r.name
+				}
+			case <-ctx.Done():
+				failed = "timeout"
+			}
+			if failed == "timeout" {
+				break
+			}
+		}
+		if failed != "" {
+			writeError(c, newError("not_ready", "dependency not ready: "+failed))
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": status})
+	}
+}

@@ -1,0 +1,47 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Markers remember that a business key (user+product, say) was processed
+// and what came of it (an order number): the seed's isRequestProcessed and
+// markRequestProcessed. They are a fast filter in front of the database, no
+// more: a marker can be missing (not yet written, expired, Redis lost), so
+// the database unique constraint on the result stays the final guarantee.
+type Markers struct {
+	rdb    redis.UniversalClient
+	prefix string
+	ttl    time.Duration
+}
+
+// NewMarkers returns markers kept under prefix for ttl (0: no expiry).
+func NewMarkers(rdb redis.UniversalClient, prefix string, ttl time.Duration) *Markers {
+	return &Markers{rdb: rdb, prefix: prefix, ttl: ttl}
+}
+
+// Get returns the value marked for key, if any.
+func (m *Markers) Get(ctx context.Context, key string) (string, bool, error) {
+	v, err := m.rdb.Get(ctx, m.prefix+key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("idem: get marker: %w", err)
+	}
+	return v, true, nil
+}
+
+// Mark records that key was processed with value; call it after the
+// database commit, never before.
+func (m *Markers) Mark(ctx context.Context, key, value string) error {
+	if err := m.rdb.Set(ctx, m.prefix+key, value, m.ttl).Err(); err != nil {
+		return fmt.Errorf("idem: mark: %w", err)
+	}
+	return nil
+}

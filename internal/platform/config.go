@@ -1,0 +1,250 @@
+// Package platform opens what the shop runs on: configuration, the database
+// (MySQL/MariaDB, or an embedded SQLite file for demos), Redis (a server, a
+// Cluster/Sentinel, or an in-process miniredis for demos) and the schema.
+package platform
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Stock strategies, the lab's comparison axis. Only StrategyLockFence is safe
+// on its own; the others exist so the harness can show what goes wrong.
+const (
+	StrategyNaive       = "naive"
+	StrategyLock        = "lock"
+	StrategyLockFence   = "lock-fence"
+	StrategyConditional = "conditional"
+	StrategyRedisGate   = "redis-gate"
+)
+
+// Strategies lists every valid --stock-strategy.
+var Strategies = []string{StrategyNaive, StrategyLock, StrategyLockFence, StrategyConditional, StrategyRedisGate}
+
+// Config is every setting of the shop, read once at start.
+type Config struct {
+	Addr          string
+	MySQLDSN      string
+	SQLitePath    string
+	RedisURL      string
+	RedisMaster   string // Sentinel master name, with a comma-separated RedisURL
+	RedisPrefix   string
+	EmbeddedRedis string // listen address of the in-process Redis when RedisURL is empty
+
+	AdminToken     string
+	AuthSecret     string
+	TokenTTL       time.Duration
+	DemoLogin      bool
+	PaymentTimeout time.Duration
+	SweepInterval  time.Duration
+
+	LockTTL        time.Duration
+	LockWait       time.Duration
+	IdemRetention  time.Duration
+	IdemLease      time.Duration
+	SoldOutCache   time.Duration
+	StockStrategy  string
+	ShutdownWait   time.Duration
+	LogLevel       string
+	LogFormat      string
+	LabRoutes      bool
+
+	LabPauseAfterLock   time.Duration
+	LabPauseProbability float64
+	LabSlowPayment      time.Duration
+	LabNoIdempotency    bool
+}
+
+// setting describes one configuration value: its flag, its environment
+// variable, its default and where it lands in Config.
+type setting struct {
+	flag, env, def, usage string
+	set                   func(c *Config, v string) error
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+func dur(p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration (e.g. 5s, 15m): %q", v)
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+func boolean(p func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("not a boolean (true/false): %q", v)
+		}
+		*p(c) = b
+		return nil
+	}
+}
+
+var settings = []setting{
+	{"addr", "SHOP_ADDR", ":8080", "HTTP listen address", str(func(c *Config) *string { return &c.Addr })},
+	{"mysql-dsn", "SHOP_MYSQL_DSN", "", "MySQL/MariaDB DSN (go-sql-driver form); empty: embedded SQLite", str(func(c *Config) *string { return &c.MySQLDSN })},
+	{"sqlite-path", "SHOP_SQLITE_PATH", "./shop.db", "SQLite file used when no MySQL DSN is set (demo only)", str(func(c *Config) *string { return &c.SQLitePath })},
+	{"redis-url", "SHOP_REDIS_URL", "", "redis://host:port/db, or host:port,host:port for Cluster/Sentinel; empty: in-process Redis", str(func(c *Config) *string { return &c.RedisURL })},
+	{"redis-master", "SHOP_REDIS_MASTER", "", "Sentinel master name (with an address list in SHOP_REDIS_URL)", str(func(c *Config) *string { return &c.RedisMaster })},
+	{"redis-prefix", "SHOP_REDIS_PREFIX", "shop:", "prefix of every Redis key the shop writes", str(func(c *Config) *string { return &c.RedisPrefix })},
+	{"embedded-redis-addr", "SHOP_EMBEDDED_REDIS_ADDR", "127.0.0.1:0", "listen address of the in-process Redis (demo only)", str(func(c *Config) *string { return &c.EmbeddedRedis })},
+	{"admin-token", "SHOP_ADMIN_TOKEN", "", "bearer token of the admin routes; empty: random, logged at start", str(func(c *Config) *string { return &c.AdminToken })},
+	{"auth-secret", "SHOP_AUTH_SECRET", "", "HMAC secret of user tokens; empty: random at start", str(func(c *Config) *string { return &c.AuthSecret })},
+	{"token-ttl", "SHOP_TOKEN_TTL", "24h", "lifetime of a demo-login user token", dur(func(c *Config) *time.Duration { return &c.TokenTTL })},
+	{"demo-login", "SHOP_DEMO_LOGIN", "true", "serve POST /api/v1/auth/token (password-less demo login)", boolean(func(c *Config) *bool { return &c.DemoLogin })},
+	{"payment-timeout", "SHOP_PAYMENT_TIMEOUT", "15m", "unpaid orders older than this are cancelled by the sweeper", dur(func(c *Config) *time.Duration { return &c.PaymentTimeout })},
+	{"sweep-interval", "SHOP_SWEEP_INTERVAL", "5s", "how often the timeout sweeper runs; 0 disables it", dur(func(c *Config) *time.Duration { return &c.SweepInterval })},
+	{"lock-ttl", "SHOP_LOCK_TTL", "5s", "lease of a product or account lock (renewed by the watchdog)", dur(func(c *Config) *time.Duration { return &c.LockTTL })},
+	{"lock-wait", "SHOP_LOCK_WAIT", "2s", "how long a request waits for a lock before 503 busy", dur(func(c *Config) *time.Duration { return &c.LockWait })},
+	{"idem-retention", "SHOP_IDEM_RETENTION", "24h", "how long a completed Idempotency-Key result is kept", dur(func(c *Config) *time.Duration { return &c.IdemRetention })},
+	{"idem-lease", "SHOP_IDEM_LEASE", "30s", "in-flight lease of an Idempotency-Key claim (a crashed instance frees it after this)", dur(func(c *Config) *time.Duration { return &c.IdemLease })},
+	{"sold-out-cache", "SHOP_SOLD_OUT_CACHE", "1s", "how long an instance trusts its in-process sold-out flag", dur(func(c *Config) *time.Duration { return &c.SoldOutCache })},
+	{"stock-strategy", "SHOP_STOCK_STRATEGY", StrategyLockFence, "stock deduction: " + strings.Join(Strategies, ", ") + " (only lock-fence is safe)", str(func(c *Config) *string { return &c.StockStrategy })},
+	{"shutdown-wait", "SHOP_SHUTDOWN_WAIT", "10s", "how long graceful shutdown waits for requests in flight", dur(func(c *Config) *time.Duration { return &c.ShutdownWait })},
+	{"log-level", "SHOP_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
+	{"log-format", "SHOP_LOG_FORMAT", "text", "text or json", str(func(c *Config) *string { return &c.LogFormat })},
+	{"lab-routes", "SHOP_LAB_ROUTES", "true", "serve the admin-only lab routes (server-side flash-sale race)", boolean(func(c *Config) *bool { return &c.LabRoutes })},
+	{"lab-pause-after-lock", "SHOP_LAB_PAUSE_AFTER_LOCK", "0s", "LAB FAULT: pause a lock holder this long after it obtains the lock", dur(func(c *Config) *time.Duration { return &c.LabPauseAfterLock })},
+	{"lab-pause-probability", "SHOP_LAB_PAUSE_PROBABILITY", "1", "LAB FAULT: probability (0..1) that a holder pauses", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 {
+			return fmt.Errorf("not a probability between 0 and 1: %q", v)
+		}
+		c.LabPauseProbability = f
+		return nil
+	}},
+	{"lab-slow-payment", "SHOP_LAB_SLOW_PAYMENT", "0s", "LAB FAULT: make every payment hold its account lock this much longer", dur(func(c *Config) *time.Duration { return &c.LabSlowPayment })},
+	{"lab-no-idempotency", "SHOP_LAB_NO_IDEMPOTENCY", "false", "LAB FAULT: turn order idempotency off (random order numbers, no replay)", boolean(func(c *Config) *bool { return &c.LabNoIdempotency })},
+}
+
+// LoadConfig reads the configuration: defaults, then the environment, then
+// flags (flags win). Errors name the variable and flag at fault.
+func LoadConfig(name string, args []string, getenv func(string) string, out io.Writer) (Config, []string, error) {
+	var c Config
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	vals := make([]*string, len(settings))
+	for i, s := range settings {
+		v := s.def
+		if e := getenv(s.env); e != "" {
+			v = e
+		}
+		vals[i] = fs.String(s.flag, v, s.usage+" ($"+s.env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, nil, err
+	}
+	for i, s := range settings {
+		if err := s.set(&c, *vals[i]); err != nil {
+			return c, nil, fmt.Errorf("config: %s (--%s): %w", s.env, s.flag, err)
+		}
+	}
+	return c, fs.Args(), c.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(env, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: "+format, append([]any{env}, a...)...))
+	}
+	if c.Addr == "" {
+		bad("SHOP_ADDR", "must not be empty")
+	}
+	if c.MySQLDSN == "" && c.SQLitePath == "" {
+		bad("SHOP_SQLITE_PATH", "must not be empty when SHOP_MYSQL_DSN is unset")
+	}
+	if c.RedisURL != "" && !strings.Contains(c.RedisURL, ",") &&
+		!strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") && !strings.HasPrefix(c.RedisURL, "unix://") {
+		bad("SHOP_REDIS_URL", "must be redis://host:port/db or a comma-separated address list, got %q", c.RedisURL)
+	}
+	positive := []struct {
+		env string
+		d   time.Duration
+	}{
+		{"SHOP_TOKEN_TTL", c.TokenTTL}, {"SHOP_PAYMENT_TIMEOUT", c.PaymentTimeout},
+		{"SHOP_LOCK_TTL", c.LockTTL}, {"SHOP_IDEM_RETENTION", c.IdemRetention}, {"SHOP_IDEM_LEASE", c.IdemLease},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			bad(p.env, "must be positive, got %s", p.d)
+		}
+	}
+	nonNegative := []struct {
+		env string
+		d   time.Duration
+	}{
+		{"SHOP_LOCK_WAIT", c.LockWait}, {"SHOP_SWEEP_INTERVAL", c.SweepInterval}, {"SHOP_SOLD_OUT_CACHE", c.SoldOutCache},
+		{"SHOP_SHUTDOWN_WAIT", c.ShutdownWait}, {"SHOP_LAB_PAUSE_AFTER_LOCK", c.LabPauseAfterLock}, {"SHOP_LAB_SLOW_PAYMENT", c.LabSlowPayment},
+	}
+	for _, p := range nonNegative {
+		if p.d < 0 {
+			bad(p.env, "must not be negative, got %s", p.d)
+		}
+	}
+	if c.LockTTL > 0 && c.LockTTL < 100*time.Millisecond {
+		bad("SHOP_LOCK_TTL", "must be at least 100ms, got %s", c.LockTTL)
+	}
+	valid := false
+	for _, s := range Strategies {
+		valid = valid || s == c.StockStrategy
+	}
+	if !valid {
+		bad("SHOP_STOCK_STRATEGY", "must be one of %s, got %q", strings.Join(Strategies, ", "), c.StockStrategy)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("SHOP_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("SHOP_LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		bad("SHOP_ADMIN_TOKEN", "must be at least 16 characters")
+	}
+	if c.AuthSecret != "" && len(c.AuthSecret) < 16 {
+		bad("SHOP_AUTH_SECRET", "must be at least 16 characters")
+	}
+	return errors.Join(errs...)
+}
+
+// Lab reports whether any lab fault switch is on, for a loud log line.
+func (c Config) Lab() []string {
+	var on []string
+	if c.StockStrategy != StrategyLockFence {
+		on = append(on, "stock-strategy="+c.StockStrategy)
+	}
+	if c.LabPauseAfterLock > 0 {
+		on = append(on, fmt.Sprintf("lab-pause-after-lock=%s (p=%.2f)", c.LabPauseAfterLock, c.LabPauseProbability))
+	}
+	if c.LabSlowPayment > 0 {
+		on = append(on, "lab-slow-payment="+c.LabSlowPayment.String())
+	}
+	if c.LabNoIdempotency {
+		on = append(on, "lab-no-idempotency")
+	}
+	return on
+}
+
+// Settings returns (env, flag, default, usage) of every setting, for the README
+// and `shop help`.
+func Settings() [][4]string {
+	out := make([][4]string, len(settings))
+	for i, s := range settings {
+		out[i] = [4]string{s.env, "--" + s.flag, s.def, s.usage}
+	}
+	return out
+}

@@ -1,0 +1,114 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	gomysql "github.com/go-sql-driver/mysql"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Dialects of the database, as the migrations folder names them.
+const (
+	DialectMySQL  = "mysql"
+	DialectSQLite = "sqlite"
+)
+
+// DB is the shop's database handle and which dialect it speaks.
+type DB struct {
+	*gorm.DB
+	Dialect string
+}
+
+// OpenDB opens MySQL/MariaDB when dsn is set, else the SQLite file at path.
+func OpenDB(ctx context.Context, dsn, path string, log *slog.Logger) (*DB, error) {
+	cfg := &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true, NowFunc: func() time.Time { return time.Now().UTC() }}
+	if dsn != "" {
+		norm, err := normalizeMySQLDSN(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("SHOP_MYSQL_DSN: %w", err)
+		}
+		g, err := gorm.Open(mysql.Open(norm), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open mysql: %w", err)
+		}
+		sqlDB, err := g.DB()
+		if err != nil {
+			return nil, err
+		}
+		sqlDB.SetMaxOpenConns(50)
+		sqlDB.SetMaxIdleConns(50)
+		sqlDB.SetConnMaxLifetime(5 * time.Minute)
+		if err := sqlDB.PingContext(ctx); err != nil {
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("ping mysql: %w", err)
+		}
+		return &DB{DB: g, Dialect: DialectMySQL}, nil
+	}
+	// Writers take the file lock when their transaction begins (immediate), so
+	// two processes never deadlock upgrading a read to a write; WAL lets
+	// readers run beside the writer.
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(15000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	g, err := gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, err
+	}
+	// One writer at a time is all SQLite offers; one connection makes that
+	// explicit and keeps the demo free of SQLITE_BUSY storms.
+	sqlDB.SetMaxOpenConns(1)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return &DB{DB: g, Dialect: DialectSQLite}, nil
+}
+
+// normalizeMySQLDSN makes times come back as UTC time.Time whatever the DSN says.
+func normalizeMySQLDSN(dsn string) (string, error) {
+	c, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	c.ParseTime = true
+	c.Loc = time.UTC
+	if c.Params == nil {
+		c.Params = map[string]string{}
+	}
+	if _, ok := c.Params["charset"]; !ok {
+		c.Params["charset"] = "utf8mb4"
+	}
+	c.Params["time_zone"] = "'+00:00'"
+	return c.FormatDSN(), nil
+}
+
+// Close closes the pool.
+func (d *DB) Close() error {
+	s, err := d.DB.DB()
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// Ping checks the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	s, err := d.DB.DB()
+	if err != nil {
+		return err
+	}
+	return s.PingContext(ctx)
+}

@@ -1,0 +1,97 @@
+package platform
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is the shop's Redis client and, in the embedded default, the
+// in-process server behind it.
+type Redis struct {
+	redis.UniversalClient
+	Embedded *miniredis.Miniredis // nil unless running the demo default
+	Desc     string
+}
+
+// OpenRedis connects to rawURL: a redis:// URL, or a comma-separated address
+// list (Cluster, or Sentinel when master is set). Empty starts an in-process
+// Redis listening on embeddedAddr so other local processes can share it.
+func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
+	timeouts := func(o *redis.UniversalOptions) {
+		o.DialTimeout = time.Second
+		o.ReadTimeout = time.Second
+		o.WriteTimeout = time.Second
+		o.PoolSize = 64
+	}
+	switch {
+	case rawURL == "":
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr(embeddedAddr); err != nil {
+			return nil, fmt.Errorf("SHOP_EMBEDDED_REDIS_ADDR: start in-process redis on %s: %w", embeddedAddr, err)
+		}
+		o := &redis.UniversalOptions{Addrs: []string{m.Addr()}}
+		timeouts(o)
+		return &Redis{UniversalClient: redis.NewClient(o.Simple()), Embedded: m, Desc: "in-process redis://" + m.Addr()}, nil
+	case strings.Contains(rawURL, ","):
+		o := &redis.UniversalOptions{Addrs: strings.Split(rawURL, ","), MasterName: master}
+		timeouts(o)
+		kind := "cluster"
+		if master != "" {
+			kind = "sentinel master " + master
+		}
+		return &Redis{UniversalClient: redis.NewUniversalClient(o), Desc: kind + " " + rawURL}, nil
+	default:
+		opt, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("SHOP_REDIS_URL: %w", err)
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolSize = time.Second, time.Second, time.Second, 64
+		return &Redis{UniversalClient: redis.NewClient(opt), Desc: redactURL(rawURL)}, nil
+	}
+}
+
+// Close closes the client and stops the in-process server.
+func (r *Redis) Close() error {
+	err := r.UniversalClient.Close()
+	if r.Embedded != nil {
+		r.Embedded.Close()
+	}
+	return err
+}
+
+// LogBackends says at start which backends are in use.
+func LogBackends(log *slog.Logger, db *DB, r *Redis, c Config) {
+	if db.Dialect == DialectSQLite {
+		log.Warn("database: embedded SQLite file, for demos only; set SHOP_MYSQL_DSN for MySQL/MariaDB", "path", c.SQLitePath)
+	} else {
+		log.Info("database: MySQL/MariaDB", "dsn", redactDSN(c.MySQLDSN))
+	}
+	if r.Embedded != nil {
+		log.Warn("redis: in-process miniredis, for demos only; set SHOP_REDIS_URL for a real Redis", "url", "redis://"+r.Embedded.Addr())
+	} else {
+		log.Info("redis: " + r.Desc)
+	}
+}
+
+func redactURL(u string) string {
+	if i := strings.Index(u, "@"); i > 0 {
+		if j := strings.Index(u, "://"); j > 0 && j < i {
+			return u[:j+3] + "***" + u[i:]
+		}
+	}
+	return u
+}
+
+func redactDSN(dsn string) string {
+	if i := strings.LastIndex(dsn, "@"); i > 0 {
+		if j := strings.Index(dsn[:i], ":"); j > 0 {
+			return dsn[:j] + ":***" + dsn[i:]
+		}
+	}
+	return dsn
+}
