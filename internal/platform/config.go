@@ -43,16 +43,16 @@ type Config struct {
 	PaymentTimeout time.Duration
 	SweepInterval  time.Duration
 
-	LockTTL        time.Duration
-	LockWait       time.Duration
-	IdemRetention  time.Duration
-	IdemLease      time.Duration
-	SoldOutCache   time.Duration
-	StockStrategy  string
-	ShutdownWait   time.Duration
-	LogLevel       string
-	LogFormat      string
-	LabRoutes      bool
+	LockTTL       time.Duration
+	LockWait      time.Duration
+	IdemRetention time.Duration
+	IdemLease     time.Duration
+	SoldOutCache  time.Duration
+	StockStrategy string
+	ShutdownWait  time.Duration
+	LogLevel      string
+	LogFormat     string
+	LabRoutes     bool
 
 	LabPauseAfterLock   time.Duration
 	LabPauseProbability float64
