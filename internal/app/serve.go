@@ -53,6 +53,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc := newServices(c, db, rdb, reg, log)
+	defer svc.close()
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	svc.products.Start(bg)
+	go svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout)
+
 	handler := httpapi.New(httpapi.Deps{
 		Log:      log,
 		Registry: reg,
@@ -61,6 +68,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			"database": db,
 			"redis":    httpapi.PingFunc(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }),
 		},
+		AdminToken: c.AdminToken, AuthSecret: c.AuthSecret, TokenTTL: c.TokenTTL, DemoLogin: c.DemoLogin,
+		Products: svc.products, Orders: svc.orders, Idem: svc.idem, Tokens: svc.tokens,
+		Audit:         svc.audit,
+		NoIdempotency: c.LabNoIdempotency,
 	})
 
 	ln, err := net.Listen("tcp", c.Addr)

@@ -8,6 +8,12 @@ import (
 	"strconv"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/idem"
+	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/lockx"
+	"github.com/seckill-lab/shop/internal/order"
 )
 
 // Problem is an RFC 9457 problem details body. Code is the stable
@@ -68,17 +74,25 @@ func invalid(fields map[string]string) *apiError {
 }
 
 // errorTable maps domain sentinel errors to codes; checked with errors.Is so
-// wrapping never breaks it. Filled by the route files of each domain.
-var errorTable []struct {
+// wrapping never breaks it. The one place a domain error becomes HTTP.
+var errorTable = []struct {
 	err  error
 	code string
-}
-
-func mapError(err error, code string) {
-	errorTable = append(errorTable, struct {
-		err  error
-		code string
-	}{err, code})
+}{
+	{idem.ErrInUse, "idempotency_key_in_use"},
+	{idem.ErrFingerprintMismatch, "idempotency_key_reused"},
+	{order.ErrRequestMismatch, "idempotency_key_reused"},
+	{idem.ErrTokenInvalid, "form_token_invalid"},
+	{idem.ErrKeyMissing, "idempotency_key_missing"},
+	{idem.ErrKeyMalformed, "idempotency_key_missing"},
+	{inventory.ErrNotFound, "not_found"},
+	{order.ErrNotFound, "not_found"},
+	{inventory.ErrSoldOut, "sold_out"},
+	{inventory.ErrInsufficientStock, "insufficient_stock"},
+	{inventory.ErrBusy, "busy"},
+	{lockx.ErrNotObtained, "busy"},
+	{order.ErrInvalidState, "invalid_state"},
+	{audit.ErrNotFound, "not_found"},
 }
 
 // problemFor decides the problem for err: an apiError, a mapped domain error,
@@ -115,13 +129,20 @@ func writeError(c *gin.Context, err error) {
 }
 
 func writeProblem(c *gin.Context, p Problem) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		slog.Error("marshal problem", "err", err)
-	}
+	b := mustJSON(p)
 	c.Header("Content-Type", "application/problem+json")
 	c.Header("Content-Length", strconv.Itoa(len(b)))
 	c.Status(p.Status)
 	_, _ = c.Writer.Write(b)
 	c.Abort()
+}
+
+// mustJSON encodes the API's own view types, which cannot fail to encode.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		slog.Error("marshal response", "err", err)
+		return []byte("{}")
+	}
+	return b
 }

@@ -7,8 +7,27 @@ import (
 )
 
 // routes lists every route of the API in one screen.
-func routes(r *gin.Engine, d Deps, metrics http.Handler) {
+func routes(r *gin.Engine, d Deps, a *api, metrics http.Handler) {
 	r.GET("/healthz", healthz)
 	r.GET("/readyz", readyz(d.Ready))
 	r.GET("/metrics", gin.WrapH(metrics))
+	r.GET("/openapi.json", openAPI)
+
+	v1 := r.Group("/api/v1")
+	v1.POST("/auth/token", a.issueToken)
+	v1.GET("/products", a.listProducts)
+	v1.GET("/products/:id", a.getProduct)
+
+	user := v1.Group("", a.auth.user())
+	user.POST("/seckill/:product_id/orders", a.seckill)
+	user.POST("/orders", a.createOrder)
+	user.GET("/orders", a.listOrders)
+	user.GET("/orders/:order_no", a.getOrder)
+	user.POST("/orders/:order_no/cancel", a.cancelOrder)
+	user.POST("/form-tokens", a.issueFormToken)
+
+	admin := v1.Group("/admin", a.auth.adminOnly())
+	admin.POST("/products", a.createProduct)
+	admin.POST("/products/:id/restock", a.restock)
+	admin.GET("/audit", a.runAudit)
 }

@@ -11,6 +11,11 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/idem"
+	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/order"
 )
 
 // Pinger is a dependency /readyz checks.
@@ -30,6 +35,19 @@ type Deps struct {
 	Registry *prometheus.Registry
 	Ready    map[string]Pinger // name -> check, for /readyz
 	Version  string
+
+	AdminToken string
+	AuthSecret string
+	TokenTTL   time.Duration
+	DemoLogin  bool
+
+	Products *inventory.Service
+	Orders   *order.Service
+	Idem     *idem.Store
+	Tokens   *idem.Tokens
+	Audit    func(ctx context.Context, o audit.Options) (audit.Report, error)
+	// NoIdempotency is the LAB switch that turns Idempotency-Key handling off.
+	NoIdempotency bool
 }
 
 // New builds the router with every route of the API.
@@ -46,7 +64,12 @@ func New(d Deps) http.Handler {
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, newError("method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path))
 	})
-	routes(r, d, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
+	a := &api{
+		auth:     &authn{secret: []byte(d.AuthSecret), admin: []byte(d.AdminToken), ttl: d.TokenTTL},
+		products: d.Products, orders: d.Orders, idem: d.Idem, tokens: d.Tokens, audit: d.Audit,
+		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
+	}
+	routes(r, d, a, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
 	return r
 }
 

@@ -1,5 +1,3 @@
-//go:build idem_prometheus
-
 // This file makes *Metrics a prometheus.Collector. It sits behind a build tag
 // only because go.sum lacks the checksums of client_golang's own
 // dependencies; once `go get github.com/prometheus/client_golang/prometheus@v1.25.0`

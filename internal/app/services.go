@@ -1,0 +1,51 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/idem"
+	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/lockx"
+	"github.com/seckill-lab/shop/internal/order"
+	"github.com/seckill-lab/shop/internal/platform"
+)
+
+// services are the domain objects of one shop instance.
+type services struct {
+	db       *platform.DB
+	locks    *lockx.Client
+	products *inventory.Service
+	orders   *order.Service
+	idem     *idem.Store
+	tokens   *idem.Tokens
+}
+
+func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg prometheus.Registerer, log *slog.Logger) *services {
+	lockMetrics := lockx.NewMetrics("shop")
+	idemMetrics := idem.NewMetrics("shop")
+	reg.MustRegister(lockMetrics, idemMetrics)
+	locks := lockx.New(rdb, lockx.Options{Prefix: c.RedisPrefix + "lock:", Metrics: lockMetrics, Logger: log})
+	products := inventory.New(db.DB, locks, rdb, inventory.Config{
+		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait, SoldOutCache: c.SoldOutCache,
+		KeyPrefix: c.RedisPrefix, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
+	}, inventory.NewMetrics(reg), log)
+	markers := idem.NewMarkers(rdb, c.RedisPrefix+"done:", c.IdemRetention)
+	orders := order.New(db.DB, products, markers, order.Config{NoIdempotency: c.LabNoIdempotency}, order.NewMetrics(reg), log)
+	return &services{
+		db: db, locks: locks, products: products, orders: orders,
+		idem:   idem.NewStore(rdb, idem.StoreOptions{Prefix: c.RedisPrefix + "idem:", Lease: c.IdemLease, Retention: c.IdemRetention, Metrics: idemMetrics}),
+		tokens: idem.NewTokens(rdb, c.RedisPrefix+"form:", 5*time.Minute).WithMetrics(idemMetrics),
+	}
+}
+
+func (s *services) audit(ctx context.Context, o audit.Options) (audit.Report, error) {
+	o.StockMirror = s.products.GateLevel
+	return audit.Check(ctx, s.db.DB, o)
+}
+
+func (s *services) close() { _ = s.locks.Close() }

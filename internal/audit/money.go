@@ -1,0 +1,210 @@
+package audit
+
+import (
+	"fmt"
+	"sort"
+)
+
+type walletRow struct {
+	UserID  int64 `gorm:"column:user_id"`
+	Balance int64 `gorm:"column:balance_cents"`
+}
+
+type walletAgg struct {
+	UserID   int64 `gorm:"column:user_id"`
+	Total    int64 `gorm:"column:total"`
+	Credited int64 `gorm:"column:credited"`
+	Paid     int64 `gorm:"column:paid"`
+}
+
+type paymentRow struct {
+	ID          int64  `gorm:"column:id"`
+	RequestID   string `gorm:"column:request_id"`
+	OrderNo     string `gorm:"column:order_no"`
+	UserID      int64  `gorm:"column:user_id"`
+	AmountCents int64  `gorm:"column:amount_cents"`
+}
+
+func (p paymentRow) row() map[string]any {
+	return map[string]any{
+		"payment_id": p.ID, "request_id": p.RequestID, "order_no": p.OrderNo,
+		"user_id": p.UserID, "amount_cents": p.AmountCents,
+	}
+}
+
+const paymentCols = "p.id, p.request_id, p.order_no, p.user_id, p.amount_cents"
+
+// orderPaymentRow is an order with its payment, if any.
+type orderPaymentRow struct {
+	Order         orderRow `gorm:"embedded"`
+	PaymentID     *int64   `gorm:"column:payment_id"`
+	RequestID     *string  `gorm:"column:request_id"`
+	PaymentUserID *int64   `gorm:"column:payment_user_id"`
+	PaymentCents  *int64   `gorm:"column:payment_cents"`
+}
+
+// paymentLedgerRow is a payment with its wallet debit, if any.
+type paymentLedgerRow struct {
+	Payment      paymentRow `gorm:"embedded"`
+	LedgerID     *int64     `gorm:"column:ledger_id"`
+	LedgerUserID *int64     `gorm:"column:ledger_user_id"`
+	LedgerDelta  *int64     `gorm:"column:ledger_delta"`
+}
+
+type walletLedgerRow struct {
+	ID     int64  `gorm:"column:id"`
+	UserID int64  `gorm:"column:user_id"`
+	Delta  int64  `gorm:"column:delta"`
+	Reason string `gorm:"column:reason"`
+	Ref    string `gorm:"column:ref"`
+}
+
+// M1 faults; each is a format taking the count of rows.
+const (
+	faultPaidTwice     = "payments of an order that another payment also charged: %d"
+	faultPaidNoPayment = "paid orders without a payment row: %d"
+	faultPaymentState  = "payments of orders that are %s, not paid: %%d"
+	faultPaymentAmount = "payments of another amount than their order's: %d"
+	faultPaymentUser   = "payments charging a user other than the order's: %d"
+	faultPaymentOrphan = "payments naming no order: %d"
+	faultNoDebit       = "payments without a wallet debit (no `payment` wallet ledger row): %d"
+	faultBadDebit      = "payments whose wallet debit has another amount or user: %d"
+	faultDebitOrphan   = "wallet debits (`payment` ledger rows) without a payment row: %d"
+)
+
+// money builds the wallet summaries and checks M1 and M2. A payment's wallet
+// ledger row is the `payment` row whose ref is the order number.
+func (c *checker) money() error {
+	var wallets []walletRow
+	if err := c.scan(&wallets, "SELECT user_id, balance_cents FROM wallets ORDER BY user_id"); err != nil {
+		return err
+	}
+	var ledger []walletAgg
+	if err := c.scan(&ledger, `SELECT user_id,
+  COALESCE(SUM(delta), 0) AS total,
+  COALESCE(SUM(CASE WHEN reason = 'credit' THEN delta ELSE 0 END), 0) AS credited,
+  COALESCE(SUM(CASE WHEN reason = 'payment' THEN -delta ELSE 0 END), 0) AS paid
+FROM wallet_ledger GROUP BY user_id`); err != nil {
+		return err
+	}
+	byUser := make(map[int64]*WalletSummary, len(wallets))
+	for _, w := range wallets {
+		byUser[w.UserID] = &WalletSummary{UserID: w.UserID, Balance: w.Balance}
+	}
+	for _, l := range ledger {
+		s := byUser[l.UserID]
+		if s == nil {
+			s = &WalletSummary{UserID: l.UserID, Missing: true}
+			byUser[l.UserID] = s
+		}
+		s.Ledger, s.Credited, s.Paid = l.Total, l.Credited, l.Paid
+	}
+	c.wallets = make([]WalletSummary, 0, len(byUser))
+	for _, s := range byUser {
+		c.wallets = append(c.wallets, *s)
+	}
+	sort.Slice(c.wallets, func(i, j int) bool { return c.wallets[i].UserID < c.wallets[j].UserID })
+	for _, w := range c.wallets {
+		row := map[string]any{
+			"user_id": w.UserID, "balance_cents": w.Balance, "ledger_cents": w.Ledger,
+			"credited_cents": w.Credited, "paid_cents": w.Paid,
+		}
+		if w.Missing {
+			row["missing"] = true
+			c.out.one(M1, 0, w.UserID, fmt.Sprintf("wallet ledger rows sum to %d cents for a user with no wallet", w.Ledger), row)
+		} else if w.Balance != w.Ledger {
+			c.out.one(M1, 0, w.UserID, fmt.Sprintf("balance %d cents but the wallet ledger sums to %d (credits %d - payments %d): difference %+d",
+				w.Balance, w.Ledger, w.Credited, w.Paid, w.Balance-w.Ledger), row)
+		}
+		if w.Balance < 0 {
+			c.out.one(M2, 0, w.UserID, fmt.Sprintf("balance is %d cents", w.Balance), row)
+		}
+		if w.Ledger < 0 {
+			c.out.one(M2, 0, w.UserID, fmt.Sprintf("payments exceed credits by %d cents in the wallet ledger", -w.Ledger), row)
+		}
+	}
+
+	// payments.order_no is unique, so this is structural; still checked so a
+	// schema that lost the index cannot pass silently.
+	var twice []paymentRow
+	if err := c.scan(&twice, `SELECT `+paymentCols+`
+FROM payments p JOIN (SELECT order_no FROM payments GROUP BY order_no HAVING COUNT(*) > 1) d ON d.order_no = p.order_no
+ORDER BY p.user_id, p.order_no, p.id`); err != nil {
+		return err
+	}
+	for _, p := range twice {
+		c.out.add(bucketKey{invariant: M1, userID: p.UserID, fault: faultPaidTwice}, 0, p.row())
+	}
+
+	var ops []orderPaymentRow
+	if err := c.scan(&ops, `SELECT `+orderCols+`,
+  p.id AS payment_id, p.request_id, p.user_id AS payment_user_id, p.amount_cents AS payment_cents
+FROM orders o LEFT JOIN payments p ON p.order_no = o.order_no
+WHERE (o.status = 'paid' AND p.id IS NULL)
+   OR (p.id IS NOT NULL AND (o.status <> 'paid' OR p.amount_cents <> o.amount_cents OR p.user_id <> o.user_id))
+ORDER BY o.user_id, o.id`); err != nil {
+		return err
+	}
+	for _, r := range ops {
+		o := r.Order
+		m := o.row()
+		m["payment_id"], m["request_id"], m["payment_user_id"], m["payment_cents"] = r.PaymentID, r.RequestID, r.PaymentUserID, r.PaymentCents
+		add := func(user int64, fault string) {
+			c.out.add(bucketKey{invariant: M1, userID: user, fault: fault}, 0, m)
+		}
+		if r.PaymentID == nil {
+			add(o.UserID, faultPaidNoPayment)
+			continue
+		}
+		if o.Status != "paid" {
+			add(*r.PaymentUserID, fmt.Sprintf(faultPaymentState, o.Status))
+		}
+		if *r.PaymentCents != o.AmountCents {
+			add(*r.PaymentUserID, faultPaymentAmount)
+		}
+		if *r.PaymentUserID != o.UserID {
+			add(*r.PaymentUserID, faultPaymentUser)
+		}
+	}
+
+	var orphans []paymentRow
+	if err := c.scan(&orphans, `SELECT `+paymentCols+`
+FROM payments p LEFT JOIN orders o ON o.order_no = p.order_no
+WHERE o.id IS NULL ORDER BY p.user_id, p.id`); err != nil {
+		return err
+	}
+	for _, p := range orphans {
+		c.out.add(bucketKey{invariant: M1, userID: p.UserID, fault: faultPaymentOrphan}, 0, p.row())
+	}
+
+	var debits []paymentLedgerRow
+	if err := c.scan(&debits, `SELECT `+paymentCols+`,
+  l.id AS ledger_id, l.user_id AS ledger_user_id, l.delta AS ledger_delta
+FROM payments p LEFT JOIN wallet_ledger l ON l.reason = 'payment' AND l.ref = p.order_no
+WHERE l.id IS NULL OR l.delta <> -p.amount_cents OR l.user_id <> p.user_id
+ORDER BY p.user_id, p.id`); err != nil {
+		return err
+	}
+	for _, d := range debits {
+		m := d.Payment.row()
+		m["ledger_id"], m["ledger_user_id"], m["ledger_delta"] = d.LedgerID, d.LedgerUserID, d.LedgerDelta
+		fault := faultBadDebit
+		if d.LedgerID == nil {
+			fault = faultNoDebit
+		}
+		c.out.add(bucketKey{invariant: M1, userID: d.Payment.UserID, fault: fault}, 0, m)
+	}
+
+	var stray []walletLedgerRow
+	if err := c.scan(&stray, `SELECT l.id, l.user_id, l.delta, l.reason, l.ref
+FROM wallet_ledger l LEFT JOIN payments p ON p.order_no = l.ref
+WHERE l.reason = 'payment' AND p.id IS NULL ORDER BY l.user_id, l.id`); err != nil {
+		return err
+	}
+	for _, l := range stray {
+		c.out.add(bucketKey{invariant: M1, userID: l.UserID, fault: faultDebitOrphan}, 0, map[string]any{
+			"ledger_id": l.ID, "user_id": l.UserID, "delta": l.Delta, "reason": l.Reason, "ref": l.Ref,
+		})
+	}
+	return nil
+}

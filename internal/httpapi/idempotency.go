@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/shop/internal/idem"
+)
+
+// response is a rendered answer: what a handler produces and what an
+// idempotency record replays byte for byte.
+type response struct {
+	status int
+	header map[string]string
+	body   []byte
+}
+
+func (r response) write(c *gin.Context, replayed bool) {
+	for k, v := range r.header {
+		c.Header(k, v)
+	}
+	if replayed {
+		c.Header("Idempotent-Replayed", "true")
+	}
+	c.Header("Content-Length", strconv.Itoa(len(r.body)))
+	c.Status(r.status)
+	_, _ = c.Writer.Write(r.body)
+	c.Abort()
+}
+
+// storedCodes are the business outcomes a stored idempotency record may
+// replay (API.md); 2xx are stored too. Everything else frees the key.
+var storedCodes = map[string]bool{
+	"not_found": true, "insufficient_stock": true, "insufficient_funds": true,
+	"already_paid": true, "invalid_state": true,
+}
+
+// render turns a handler's outcome into bytes, and says whether it is a
+// final outcome worth storing.
+func render(c *gin.Context, r response, err error) (response, bool) {
+	if err == nil {
+		return r, r.status >= 200 && r.status < 300
+	}
+	p := problemFor(err)
+	p.Instance = c.Request.URL.Path
+	if p.Status >= 500 && p.Code != "busy" {
+		logger(c).Error("request failed", "err", err)
+	}
+	b := mustJSON(p)
+	h := map[string]string{"Content-Type": "application/problem+json"}
+	if p.Code == "busy" {
+		h["Retry-After"] = "1"
+	}
+	return response{status: p.Status, header: h, body: b}, storedCodes[p.Code]
+}
+
+// idemMode says what a route accepts.
+type idemMode struct {
+	required  bool   // Idempotency-Key (or form token) must be present
+	formToken string // purpose of X-Form-Token when the route accepts one
+}
+
+// idemRequest is a request's idempotency identity, read from its headers
+// before the body is validated (API.md's order of checks).
+type idemRequest struct {
+	key       string // the client's Idempotency-Key, "" when none
+	formToken string // X-Form-Token, "" when none
+}
+
+// business is the key the order number derives from.
+func (r idemRequest) business() string {
+	if r.formToken != "" {
+		return "form:" + r.formToken
+	}
+	return "key:" + r.key
+}
+
+func readIdemHeaders(c *gin.Context, m idemMode) (idemRequest, error) {
+	rawKey, hasKey := c.Request.Header["Idempotency-Key"]
+	rawTok, hasTok := c.Request.Header["X-Form-Token"]
+	if m.formToken != "" && hasTok {
+		if hasKey {
+			return idemRequest{}, invalid(map[string]string{"Idempotency-Key": "send either Idempotency-Key or X-Form-Token, not both"})
+		}
+		if len(rawTok) != 1 || rawTok[0] == "" {
+			return idemRequest{}, newError("form_token_invalid", "the form token is empty")
+		}
+		return idemRequest{formToken: rawTok[0]}, nil
+	}
+	if !hasKey {
+		if m.required {
+			return idemRequest{}, newError("idempotency_key_missing", "this route requires an Idempotency-Key header")
+		}
+		return idemRequest{}, nil
+	}
+	if len(rawKey) != 1 {
+		return idemRequest{}, newError("idempotency_key_missing", "send exactly one Idempotency-Key header")
+	}
+	k, err := idem.ParseKey(rawKey[0])
+	if err != nil {
+		return idemRequest{}, newError("idempotency_key_missing", "Idempotency-Key must be 1-255 characters of A-Z a-z 0-9 - _ . :")
+	}
+	return idemRequest{key: k}, nil
+}
+
+// idempotently runs work at most once per (principal, method, path, key):
+// claim, then replay, 409, 422, or run and record. Form tokens are consumed
+// at the claim step and put back on 503 busy or 5xx.
+func (a *api) idempotently(c *gin.Context, ir idemRequest, work func(ctx context.Context) (response, error)) {
+	ctx := c.Request.Context()
+	run := func() (response, bool) {
+		r, err := work(ctx)
+		return render(c, r, err)
+	}
+	switch {
+	case a.noIdem || (ir.key == "" && ir.formToken == ""):
+		r, _ := run()
+		r.write(c, false)
+	case ir.formToken != "":
+		consumed, err := a.tokens.Consume(ctx, who(c).String(), "order", ir.formToken)
+		if err != nil {
+			writeError(c, err)
+			return
+		}
+		done := false
+		defer func() {
+			if !done {
+				_ = consumed.Restore(context.WithoutCancel(ctx))
+			}
+		}()
+		r, _ := run()
+		done = r.status < 500
+		r.write(c, false)
+	default:
+		scope := idem.Scope(who(c).String(), c.Request.Method, c.Request.URL.Path, ir.key)
+		fp, err := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+		if err != nil {
+			writeError(c, newError("invalid_json", "the body is not valid JSON"))
+			return
+		}
+		claim, rec, err := a.idem.Claim(ctx, scope, fp)
+		switch {
+		case err != nil:
+			writeError(c, err)
+			return
+		case rec != nil:
+			response{status: rec.Status, header: rec.Header, body: rec.Body}.write(c, true)
+			return
+		}
+		finished := false
+		defer func() {
+			if !finished { // panic: free the key so the client can retry
+				_ = claim.Release(context.WithoutCancel(ctx))
+			}
+		}()
+		r, store := run()
+		finished = true
+		bg := context.WithoutCancel(ctx)
+		if store {
+			if err := claim.Complete(bg, idem.Record{Status: r.status, Header: r.header, Body: r.body}); err != nil {
+				logger(c).Warn("idempotency record not stored", "err", err)
+			}
+		} else if err := claim.Release(bg); err != nil {
+			logger(c).Warn("idempotency claim not released", "err", err)
+		}
+		r.write(c, false)
+	}
+}

@@ -1,0 +1,65 @@
+package idem
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestOrderNo(t *testing.T) {
+	t.Parallel()
+	a := OrderNo("S", "42", "7")
+	if a != OrderNo("S", "42", "7") {
+		t.Fatal("OrderNo is not stable")
+	}
+	if !regexp.MustCompile(`^S[A-Z2-7]{32}$`).MatchString(a) {
+		t.Fatalf("OrderNo = %q, want S + 32 base32 chars", a)
+	}
+	seen := map[string][]string{}
+	for _, parts := range [][]string{
+		{"42", "7"}, {"42", "8"}, {"427"}, {"4", "27"}, {"42", "7", ""}, {"7", "42"}, {}, {""},
+	} {
+		no := OrderNo("S", parts...)
+		if prev, dup := seen[no]; dup {
+			t.Errorf("OrderNo(%q) == OrderNo(%q)", parts, prev)
+		}
+		seen[no] = parts
+	}
+	if got := OrderNo(strings.Repeat("P", 32), "x"); len(got) != 64 {
+		t.Errorf("len = %d, want 64", len(got))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a 33-byte prefix did not panic")
+		}
+	}()
+	OrderNo(strings.Repeat("P", 33), "x")
+}
+
+type rows struct {
+	n   int64
+	err error
+}
+
+func (r rows) RowsAffected() (int64, error) { return r.n, r.err }
+
+func TestVersioned(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		res  rows
+		want error
+	}{
+		{rows{1, nil}, nil},
+		{rows{0, nil}, ErrVersionConflict},
+		{rows{0, boom}, boom},
+	} {
+		if got := Versioned(tt.res); !errors.Is(got, tt.want) || (tt.want == nil && got != nil) {
+			t.Errorf("Versioned(%v) = %v, want %v", tt.res, got, tt.want)
+		}
+	}
+	if CheckRows(0) != ErrVersionConflict || CheckRows(1) != nil {
+		t.Error("CheckRows")
+	}
+}

@@ -1,0 +1,280 @@
+// Package inventory owns product stock: creation, restock, and deduction
+// under a per-product Redis lock backed by a fenced conditional update in
+// the database, plus the sold-out fast path. The lab strategies beside the
+// safe one exist so the harness can show what each missing piece costs.
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill-lab/shop/internal/lockx"
+)
+
+// Errors the HTTP layer maps to problem codes.
+var (
+	ErrNotFound          = errors.New("product not found")
+	ErrSoldOut           = errors.New("sold out")
+	ErrInsufficientStock = errors.New("not enough stock")
+	// ErrBusy: the product lock was not obtained within the acquire timeout;
+	// nothing was changed.
+	ErrBusy = errors.New("system busy, retry later")
+	// errStaleFence: the database saw a newer fencing token than ours, so our
+	// hold is stale (paused past its TTL, or Redis lost the fence counter).
+	errStaleFence = errors.New("stale fencing token")
+)
+
+// Strategy names; see platform.Strategies for the list and README for what
+// each demonstrates.
+const (
+	Naive       = "naive"
+	Lock        = "lock"
+	LockFence   = "lock-fence"
+	Conditional = "conditional"
+	RedisGate   = "redis-gate"
+)
+
+// Config tunes the service.
+type Config struct {
+	Strategy     string
+	LockTTL      time.Duration
+	LockWait     time.Duration
+	SoldOutCache time.Duration // how long an instance trusts its own sold-out flag
+	KeyPrefix    string        // Redis prefix for the sold-out flags, gate counters and channel
+
+	// Lab faults, off by default.
+	PauseAfterLock   time.Duration
+	PauseProbability float64
+}
+
+// Product is a row of products.
+type Product struct {
+	ID          int64     `gorm:"primaryKey" json:"id"`
+	Name        string    `json:"name"`
+	PriceCents  int64     `json:"price_cents"`
+	Stock       int64     `json:"stock"`
+	Fence       int64     `json:"-"`
+	Version     int64     `json:"-"`
+	IdemRef     *string   `json:"-"`
+	RequestHash string    `json:"-"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"-"`
+}
+
+// LedgerRow is a row of the append-only stock ledger.
+type LedgerRow struct {
+	ID        int64 `gorm:"primaryKey"`
+	ProductID int64
+	Delta     int64
+	Reason    string
+	OrderNo   *string
+	Ref       *string
+	Fence     int64
+	CreatedAt time.Time
+}
+
+// TableName maps LedgerRow to stock_ledger.
+func (LedgerRow) TableName() string { return "stock_ledger" }
+
+// Ledger reasons.
+const (
+	ReasonCreate  = "create"
+	ReasonRestock = "restock"
+	ReasonOrder   = "order"
+	ReasonCancel  = "cancel"
+)
+
+// Service is the inventory.
+type Service struct {
+	db      *gorm.DB
+	locks   *lockx.Client
+	rdb     redis.UniversalClient
+	cfg     Config
+	log     *slog.Logger
+	soldOut *soldOutCache
+	metrics *Metrics
+}
+
+// New builds the service. Call Start to follow restocks from other instances.
+func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Service {
+	if cfg.Strategy == "" {
+		cfg.Strategy = LockFence
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m,
+		soldOut: newSoldOutCache(rdb, cfg.KeyPrefix, cfg.SoldOutCache)}
+}
+
+// Start follows sold-out resets published by other instances until ctx ends.
+func (s *Service) Start(ctx context.Context) { go s.soldOut.follow(ctx, s.log) }
+
+// Strategy is the deduction strategy in use.
+func (s *Service) Strategy() string { return s.cfg.Strategy }
+
+func lockKey(id int64) string { return "product:" + strconv.FormatInt(id, 10) }
+
+// Create makes a product and its opening ledger row in one transaction.
+// idemRef (a scoped Idempotency-Key, may be empty) makes a retried create
+// return the first product: created is false then, and hash tells whether
+// the retry asked for the same thing.
+func (s *Service) Create(ctx context.Context, name string, priceCents, stock int64, idemRef, hash string) (p Product, created bool, err error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	p = Product{Name: name, PriceCents: priceCents, Stock: stock, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
+	if idemRef != "" {
+		p.IdemRef = &idemRef
+	}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&p).Error; err != nil {
+			return err
+		}
+		return tx.Create(&LedgerRow{ProductID: p.ID, Delta: stock, Reason: ReasonCreate, CreatedAt: now}).Error
+	})
+	if err != nil && idemRef != "" && isDuplicate(err) {
+		var prev Product
+		if e := s.db.WithContext(ctx).Where("idem_ref = ?", idemRef).Take(&prev).Error; e != nil {
+			return Product{}, false, e
+		}
+		return prev, false, nil
+	}
+	return p, err == nil, err
+}
+
+// Get returns one product.
+func (s *Service) Get(ctx context.Context, id int64) (Product, error) {
+	var p Product
+	err := s.db.WithContext(ctx).Take(&p, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return p, ErrNotFound
+	}
+	return p, err
+}
+
+// List returns up to limit products with id > after, by id.
+func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, error) {
+	var ps []Product
+	err := s.db.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&ps).Error
+	return ps, err
+}
+
+// Restock adds quantity under the product's lock, writes a ledger row and
+// ends the sold-out state in every instance. ref (a scoped Idempotency-Key)
+// makes a retried restock add nothing the second time.
+func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (Product, error) {
+	var out Product
+	err := s.locked(ctx, id, func(ctx context.Context, fence int64) error {
+		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Take(&out, id).Error; err != nil {
+				if errors.Is(err, gorm.ErrRecordNotFound) {
+					return ErrNotFound
+				}
+				return err
+			}
+			var r *string
+			if ref != "" {
+				r = &ref
+			}
+			if err := tx.Create(&LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, Fence: fence, CreatedAt: time.Now().UTC()}).Error; err != nil {
+				if isDuplicate(err) {
+					return nil // this restock already happened
+				}
+				return err
+			}
+			res := tx.Model(&Product{}).Where("id = ?", id).
+				Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": time.Now().UTC()})
+			if res.Error != nil {
+				return res.Error
+			}
+			return tx.Take(&out, id).Error
+		})
+	})
+	if err != nil {
+		return out, err
+	}
+	s.gateAdd(ctx, id, quantity)
+	s.soldOut.clear(ctx, id)
+	return out, nil
+}
+
+// ReturnTx gives an order's stock back inside the caller's transaction
+// (the order's guarded cancel). The unique (order_no, reason) index makes a
+// second return fail, so stock comes back exactly once.
+func (s *Service) ReturnTx(tx *gorm.DB, productID, quantity int64, orderNo string) error {
+	if err := tx.Create(&LedgerRow{ProductID: productID, Delta: quantity, Reason: ReasonCancel, OrderNo: &orderNo, CreatedAt: time.Now().UTC()}).Error; err != nil {
+		return fmt.Errorf("return stock of %s: %w", orderNo, err)
+	}
+	return tx.Model(&Product{}).Where("id = ?", productID).
+		Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": time.Now().UTC()}).Error
+}
+
+// Returned must be called after the transaction that called ReturnTx
+// committed: the stock is sellable again everywhere.
+func (s *Service) Returned(ctx context.Context, productID, quantity int64) {
+	s.gateAdd(ctx, productID, quantity)
+	s.soldOut.clear(ctx, productID)
+}
+
+// WithProductLock runs fn holding the product's lock (used by cancellation,
+// so a return never interleaves with a read-modify-write deduction and the
+// sold-out flag is set and cleared in lock order).
+func (s *Service) WithProductLock(ctx context.Context, productID int64, fn func(ctx context.Context) error) error {
+	return s.locked(ctx, productID, func(ctx context.Context, _ int64) error { return fn(ctx) })
+}
+
+// locked takes the product lock with the watchdog on, runs fn, and releases
+// only after fn returned (i.e. after its transaction committed).
+func (s *Service) locked(ctx context.Context, id int64, fn func(ctx context.Context, fence int64) error) error {
+	l, err := s.locks.Acquire(ctx, lockKey(id), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: true})
+	if errors.Is(err, lockx.ErrNotObtained) {
+		s.metrics.busy()
+		return ErrBusy
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+			s.log.Warn("product lock release failed", "product_id", id, "err", err)
+		}
+	}()
+	return fn(l.Context(), l.Fence())
+}
+
+func isDuplicate(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Duplicate entry") || strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "Error 1062")
+}
+
+// IsDuplicate reports whether err is a unique-index violation, for callers
+// that insert under a unique key (orders, payments).
+func IsDuplicate(err error) bool { return isDuplicate(err) }
+
+func (s *Service) labPause(ctx context.Context) {
+	if s.cfg.PauseAfterLock <= 0 || rand.Float64() >= s.cfg.PauseProbability {
+		return
+	}
+	s.metrics.labPause()
+	s.log.Warn("LAB: pausing a lock holder", "pause", s.cfg.PauseAfterLock)
+	t := time.NewTimer(s.cfg.PauseAfterLock)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,89 @@
+package inventory
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the inventory. A nil *Metrics records nothing.
+type Metrics struct {
+	deductions *prometheus.HistogramVec
+	fast       prometheus.Counter
+	busyTotal  prometheus.Counter
+	stale      prometheus.Counter
+	relFailed  prometheus.Counter
+	pauses     prometheus.Counter
+}
+
+// NewMetrics creates the collectors and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		deductions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "shop", Subsystem: "inventory", Name: "deduction_seconds",
+			Help:    "Stock deductions by strategy and outcome, with their latency.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"strategy", "outcome"}),
+		fast:      prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "sold_out_fast_path_total", Help: "Requests turned away by the sold-out fast path (no lock, no stock row)."}),
+		busyTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lock_busy_total", Help: "Product lock not obtained within the acquire timeout (503 busy)."}),
+		stale:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "stale_fence_rejections_total", Help: "Stock writes the database refused because a newer fencing token had written."}),
+		relFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lock_lost_before_release_total", Help: "Product locks found expired or taken over at release."}),
+		pauses:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lab_pauses_total", Help: "LAB: lock holders paused on purpose."}),
+	}
+	reg.MustRegister(m.deductions, m.fast, m.busyTotal, m.stale, m.relFailed, m.pauses)
+	return m
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrSoldOut):
+		return "sold_out"
+	case errors.Is(err, ErrInsufficientStock):
+		return "insufficient"
+	case errors.Is(err, ErrBusy):
+		return "busy"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	default:
+		return "error"
+	}
+}
+
+func (m *Metrics) deducted(strategy string, err error, d time.Duration) {
+	if m != nil {
+		m.deductions.WithLabelValues(strategy, outcome(err)).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) fastPath() {
+	if m != nil {
+		m.fast.Inc()
+	}
+}
+
+func (m *Metrics) busy() {
+	if m != nil {
+		m.busyTotal.Inc()
+	}
+}
+
+func (m *Metrics) staleFence() {
+	if m != nil {
+		m.stale.Inc()
+	}
+}
+
+func (m *Metrics) releaseFailed() {
+	if m != nil {
+		m.relFailed.Inc()
+	}
+}
+
+func (m *Metrics) labPause() {
+	if m != nil {
+		m.pauses.Inc()
+	}
+}

@@ -1,0 +1,232 @@
+package lockx
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// testHookObtained, when set, runs after an attempt obtained the lock and
+// before Acquire checks ctx (tests use it to cancel ctx in that window).
+var testHookObtained atomic.Pointer[func()]
+
+// cleanupWait bounds how long Acquire waits for the release of a hold it
+// obtained but cannot hand out (ctx ended, or the outcome is unknown).
+const (
+	cleanupWait    = 25 * time.Millisecond
+	cleanupTimeout = 2 * time.Second
+)
+
+func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock, error) {
+	cfg := e.conf()
+	k, err := cfg.keys(key)
+	if err != nil {
+		return nil, err
+	}
+	ttl := o.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if ttl < time.Millisecond {
+		return nil, fmt.Errorf("lockx: acquire %q: ttl %v below 1ms", key, ttl)
+	}
+	select {
+	case <-e.done():
+		return nil, ErrClosed
+	default:
+	}
+	if parent := heldFrom(ctx, e, k.lock); parent != nil && !parent.isReleased() {
+		return reenter(ctx, e, parent, ttl, o)
+	}
+
+	start := time.Now()
+	token := rand.Text()
+	l, a, err := tryOnce(ctx, e, k, token, ttl, o)
+	if l != nil {
+		cfg.m.acquired(resultObtained, time.Since(start))
+		return l, nil
+	}
+	if o.Wait == 0 || ctx.Err() != nil {
+		return nil, giveUp(cfg, k, start, ctx, err, false)
+	}
+	lastErr := err // latest transport error not caused by the wait deadline
+
+	// Wait: register for release messages first, then try again once the
+	// subscription is live, so that no release between our failed attempt and
+	// the subscription goes unseen.
+	waitCtx, cancel := ctx, context.CancelFunc(func() {})
+	if o.Wait > 0 {
+		waitCtx, cancel = context.WithTimeout(ctx, o.Wait)
+	}
+	defer cancel()
+	w := &waiter{notify: make(chan struct{}, 1)}
+	ready, unwatch := e.watch(k, w)
+	obtained := false
+	defer func() { unwatch(obtained) }()
+
+	bo := backoff{min: cfg.minBackoff, max: cfg.maxBackoff}
+	retry := time.NewTimer(bo.after(a, err))
+	defer retry.Stop()
+	retries := 0
+	defer func() {
+		cfg.m.waited(time.Since(start), retries)
+	}()
+	for {
+		select {
+		case <-waitCtx.Done():
+			return nil, giveUp(cfg, k, start, ctx, lastErr, true)
+		case <-e.done():
+			cfg.m.acquired(resultError, time.Since(start))
+			return nil, ErrClosed
+		case <-ready:
+			ready = nil
+		case <-w.notify:
+		case <-retry.C:
+		}
+		retries++
+		l, a, err = tryOnce(waitCtx, e, k, token, ttl, o)
+		if l != nil {
+			obtained = true
+			cfg.m.acquired(resultObtained, time.Since(start))
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, giveUp(cfg, k, start, ctx, lastErr, true)
+		}
+		if err == nil || waitCtx.Err() == nil {
+			lastErr = err
+		}
+		retry.Reset(bo.after(a, err))
+	}
+}
+
+// tryOnce runs one attempt. A hold obtained while the caller's ctx ended, or
+// an attempt whose outcome is unknown (transport error), is released again so
+// that no key outlives the call.
+func tryOnce(ctx context.Context, e engine, k keySet, token string, ttl time.Duration, o AcquireOptions) (*Lock, attempt, error) {
+	start := time.Now()
+	a, err := e.tryAcquire(ctx, k, token, ttl, false)
+	if err != nil {
+		cleanup(ctx, e, k, token)
+		return nil, a, err
+	}
+	if a.count <= 0 {
+		return nil, a, nil
+	}
+	if h := testHookObtained.Load(); h != nil {
+		(*h)()
+	}
+	if ctx.Err() != nil {
+		cleanup(ctx, e, k, token)
+		return nil, a, nil
+	}
+	cfg := e.conf()
+	ls := newLease(cfg, k.user, ttl, start, start.Add(ttl-cfg.drift(ttl)))
+	return newLock(ctx, e, k, token, a.fence, ttl, 1, ls, o), a, nil
+}
+
+func cleanup(ctx context.Context, e engine, k keySet, token string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if _, err := e.release(cctx, k, token); err != nil {
+			e.conf().log.Debug("lockx: cleanup release failed", "key", k.user, "err", err)
+		}
+	}()
+	t := time.NewTimer(cleanupWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// giveUp builds the error of an acquisition that did not obtain the lock:
+// a transport error stays a transport error; otherwise ErrNotObtained, joined
+// with the ctx cause when the caller's ctx ended.
+func giveUp(cfg *config, k keySet, start time.Time, ctx context.Context, lastErr error, waited bool) error {
+	d := time.Since(start)
+	if ctx.Err() != nil {
+		cfg.m.acquired(resultNotObtained, d)
+		return fmt.Errorf("%w: %q: %w", ErrNotObtained, k.user, context.Cause(ctx))
+	}
+	if lastErr != nil {
+		cfg.m.acquired(resultError, d)
+		return fmt.Errorf("lockx: acquire %q: %w", k.user, lastErr)
+	}
+	cfg.m.acquired(resultNotObtained, d)
+	if waited {
+		return fmt.Errorf("%w: %q still held after %v", ErrNotObtained, k.user, d.Round(time.Millisecond))
+	}
+	return fmt.Errorf("%w: %q is held", ErrNotObtained, k.user)
+}
+
+func reenter(ctx context.Context, e engine, parent *Lock, ttl time.Duration, o AcquireOptions) (*Lock, error) {
+	k := parent.keys
+	if parent.lease.isLost() {
+		return nil, fmt.Errorf("%w: re-entering %q: the outer hold was lost", ErrNotHeld, k.user)
+	}
+	start := time.Now()
+	a, err := e.tryAcquire(ctx, k, parent.token, ttl, true)
+	if err != nil {
+		return nil, fmt.Errorf("lockx: re-enter %q: %w", k.user, err)
+	}
+	if a.count < 0 {
+		err := fmt.Errorf("%w: re-entering %q: expired or taken over", ErrNotHeld, k.user)
+		parent.lease.markLost(err)
+		return nil, err
+	}
+	if a.count == 0 { // not expected from the scripts; be strict
+		return nil, fmt.Errorf("%w: re-entering %q", ErrNotObtained, k.user)
+	}
+	cfg := e.conf()
+	parent.lease.setUntil(start.Add(ttl-cfg.drift(ttl)), true)
+	l := newLock(ctx, e, k, parent.token, parent.fence, ttl, parent.depth+1, parent.lease, o)
+	if l.lease.isLost() {
+		return nil, fmt.Errorf("%w: re-entering %q: the outer hold was lost", ErrNotHeld, k.user)
+	}
+	return l, nil
+}
+
+func newLock(ctx context.Context, e engine, k keySet, token string, fence int64, ttl time.Duration, depth int, ls *lease, o AcquireOptions) *Lock {
+	lctx, cancel := context.WithCancelCause(ctx)
+	l := &Lock{
+		eng: e, keys: k, token: token, fence: fence, ttl: ttl, depth: depth,
+		lease: ls, cancel: cancel, onRenew: o.OnRenew,
+	}
+	l.ctx = WithLock(lctx, l)
+	if !ls.attach(l) {
+		cancel(fmt.Errorf("%w: %q was lost", ErrNotHeld, k.user))
+	}
+	if o.Watchdog {
+		l.wdDone = make(chan struct{})
+		go l.watchdog()
+	}
+	return l
+}
+
+// backoff is the fallback re-try schedule while waiting: jittered exponential,
+// and never longer than the holder's remaining TTL (an expiring lock sends no
+// message).
+type backoff struct {
+	min, max time.Duration
+	n        int
+}
+
+func (b *backoff) after(a attempt, err error) time.Duration {
+	d := b.min << min(b.n, 20)
+	if d <= 0 || d > b.max {
+		d = b.max
+	}
+	b.n++
+	d = d/2 + mrand.N(d/2+1) // jitter in [d/2, d]
+	if err == nil && a.pttl > 0 && a.pttl+time.Millisecond < d {
+		d = a.pttl + time.Millisecond
+	}
+	return d
+}

@@ -1,0 +1,310 @@
+package lockx
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lock is one hold of a lock key. Re-entering the key yields another Lock
+// that shares the first one's token, fence and lease. Methods are safe for
+// concurrent use.
+type Lock struct {
+	eng     engine
+	keys    keySet
+	token   string
+	fence   int64
+	ttl     time.Duration
+	depth   int
+	lease   *lease
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	onRenew func(time.Time)
+	wdDone  chan struct{} // closed when the watchdog exits; nil without one
+
+	relMu    sync.Mutex
+	released bool
+}
+
+// Key is the key given to Acquire (without prefix or hash tag).
+func (l *Lock) Key() string { return l.keys.user }
+
+// RedisKey is the Redis key holding the lock, e.g. "lock:{product:7}".
+func (l *Lock) RedisKey() string { return l.keys.lock }
+
+// Token identifies the owner (128 random bits from crypto/rand).
+func (l *Lock) Token() string { return l.token }
+
+// Fence is strictly greater than the fence of every earlier hold of this key
+// (re-entries return their first entry's fence). Pass it to the resource you
+// write to and have it reject smaller fences: that, not the lock, is what
+// makes a paused holder harmless.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Depth is 1 for a first entry and n for the n-th nested re-entry.
+func (l *Lock) Depth() int { return l.depth }
+
+// TTL is the TTL the Lock was acquired with (and the watchdog renews to).
+func (l *Lock) TTL() time.Duration { return l.ttl }
+
+// ValidUntil is the local time until which the hold is guaranteed, assuming
+// bounded clock drift: acquire or last renewal start + TTL - drift.
+func (l *Lock) ValidUntil() time.Time { return l.lease.until() }
+
+// Lost is closed once the hold is known or presumed gone without Release: a
+// renewal or Refresh found another owner or no key, Release found it gone, or
+// ValidUntil passed without renewal.
+func (l *Lock) Lost() <-chan struct{} { return l.lease.lost }
+
+// Context is cancelled when the lock is lost (cause wraps ErrNotHeld), when
+// this Lock is released (cause ErrReleased) or when the ctx given to Acquire
+// ends. It carries the Lock, so an Acquire of the same key under it re-enters.
+// Do the protected work under it, and check it right before each write.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// WithLock returns a ctx under which Acquire of l's key on the same Client or
+// Redlock re-enters l instead of waiting for itself.
+func WithLock(ctx context.Context, l *Lock) context.Context {
+	return context.WithValue(ctx, heldKey{eng: l.eng, lock: l.keys.lock}, l)
+}
+
+type heldKey struct {
+	eng  engine
+	lock string
+}
+
+func heldFrom(ctx context.Context, e engine, lock string) *Lock {
+	l, _ := ctx.Value(heldKey{eng: e, lock: lock}).(*Lock)
+	return l
+}
+
+// Refresh sets the TTL of the hold to ttl (the acquire TTL when ttl <= 0) if
+// this owner still holds it. ErrNotHeld otherwise, and the Lock is marked lost.
+// With a watchdog running, its next renewal restores the acquire TTL.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if ttl <= 0 {
+		ttl = l.ttl
+	}
+	if ttl < time.Millisecond {
+		return fmt.Errorf("lockx: refresh %q: ttl %v below 1ms", l.keys.user, ttl)
+	}
+	l.relMu.Lock()
+	released := l.released
+	l.relMu.Unlock()
+	if released {
+		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.keys.user)
+	}
+	if l.lease.isLost() {
+		return fmt.Errorf("%w: %q was lost", ErrNotHeld, l.keys.user)
+	}
+	start := time.Now()
+	held, err := l.eng.refresh(ctx, l.keys, l.token, ttl)
+	if err != nil {
+		return fmt.Errorf("lockx: refresh %q: %w", l.keys.user, err)
+	}
+	if !held {
+		err := fmt.Errorf("%w: %q expired or taken over before refresh", ErrNotHeld, l.keys.user)
+		l.lease.markLost(err)
+		return err
+	}
+	l.lease.setUntil(start.Add(ttl-l.eng.conf().drift(ttl)), false)
+	return nil
+}
+
+// Release ends this hold: it stops the watchdog, cancels Context and deletes
+// the key if this was the last nested hold, waking waiters. If the hold had
+// already ended (expired, taken over, declared lost) it deletes nothing that
+// belongs to anyone else and returns ErrNotHeld. A transport error leaves the
+// Lock releasable again. Release holds in the reverse order of acquisition.
+func (l *Lock) Release(ctx context.Context) error {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if l.released {
+		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.keys.user)
+	}
+	l.cancel(ErrReleased)
+	if l.wdDone != nil {
+		<-l.wdDone // no renewal may follow the release
+	}
+	wasLost := l.lease.isLost()
+	n, err := l.eng.release(ctx, l.keys, l.token)
+	if err != nil {
+		return fmt.Errorf("lockx: release %q: %w", l.keys.user, err)
+	}
+	l.released = true
+	l.lease.detach(l)
+	switch {
+	case n < 0:
+		err := fmt.Errorf("%w: %q expired or taken over before release", ErrNotHeld, l.keys.user)
+		l.lease.markLost(err)
+		return err
+	case wasLost:
+		if n == 0 {
+			l.lease.end()
+		}
+		return fmt.Errorf("%w: %q was lost before release (validity passed)", ErrNotHeld, l.keys.user)
+	case n == 0:
+		l.lease.end()
+	}
+	return nil
+}
+
+func (l *Lock) isReleased() bool {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	return l.released
+}
+
+// watchdog renews the hold every TTL/3 until l.ctx ends (release, loss, or the
+// holder's ctx). A renewal that finds the hold gone marks the lease lost at
+// once; transport errors are retried faster and the lease's own timer marks it
+// lost when its validity runs out.
+func (l *Lock) watchdog() {
+	defer close(l.wdDone)
+	cfg := l.eng.conf()
+	interval := l.ttl / 3
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		held, err := l.eng.refresh(l.ctx, l.keys, l.token, l.ttl)
+		if l.ctx.Err() != nil {
+			return
+		}
+		next := interval
+		switch {
+		case err != nil:
+			cfg.m.renewalFailed()
+			cfg.log.Warn("lockx: renewal failed", "key", l.keys.user, "err", err)
+			next = min(interval, max(time.Until(l.lease.until())/3, 5*time.Millisecond))
+		case !held:
+			cfg.m.renewalFailed()
+			l.lease.markLost(fmt.Errorf("%w: %q expired or taken over (watchdog)", ErrNotHeld, l.keys.user))
+			return
+		default:
+			until := start.Add(l.ttl - cfg.drift(l.ttl))
+			l.lease.setUntil(until, false)
+			cfg.m.renewed()
+			if l.onRenew != nil {
+				l.onRenew(until)
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// lease is the state shared by a first entry and its re-entries: validity,
+// the Lost channel and the contexts to cancel on loss.
+type lease struct {
+	cfg        *config
+	key        string
+	ttl        time.Duration
+	acquiredAt time.Time
+
+	mu      sync.Mutex
+	valid   time.Time
+	timer   *time.Timer
+	lost    chan struct{}
+	gone    bool // lost
+	ended   bool // released for good
+	holders map[*Lock]struct{}
+}
+
+func newLease(cfg *config, key string, ttl time.Duration, acquiredAt, validUntil time.Time) *lease {
+	s := &lease{
+		cfg: cfg, key: key, ttl: ttl, acquiredAt: acquiredAt, valid: validUntil,
+		lost: make(chan struct{}), holders: make(map[*Lock]struct{}, 1),
+	}
+	s.timer = time.AfterFunc(time.Until(validUntil), s.expire)
+	cfg.m.heldInc()
+	return s
+}
+
+func (s *lease) until() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.valid
+}
+
+func (s *lease) isLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gone
+}
+
+// setUntil moves the validity to t (only forward when onlyLater).
+func (s *lease) setUntil(t time.Time, onlyLater bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone || s.ended || (onlyLater && !t.After(s.valid)) {
+		return
+	}
+	s.valid = t
+	s.timer.Reset(time.Until(t))
+}
+
+func (s *lease) expire() {
+	s.mu.Lock()
+	early := time.Now().Before(s.valid)
+	s.mu.Unlock()
+	if early { // Reset raced with the firing timer
+		return
+	}
+	s.markLost(fmt.Errorf("%w: %q validity passed without renewal", ErrNotHeld, s.key))
+}
+
+func (s *lease) attach(l *Lock) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone || s.ended {
+		return false
+	}
+	s.holders[l] = struct{}{}
+	return true
+}
+
+func (s *lease) detach(l *Lock) {
+	s.mu.Lock()
+	delete(s.holders, l)
+	s.mu.Unlock()
+}
+
+func (s *lease) markLost(cause error) {
+	s.mu.Lock()
+	if s.gone || s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.gone = true
+	s.timer.Stop()
+	close(s.lost)
+	holders := make([]*Lock, 0, len(s.holders))
+	for l := range s.holders {
+		holders = append(holders, l)
+	}
+	s.mu.Unlock()
+	s.cfg.m.lostLock()
+	s.cfg.m.holdEnded(time.Since(s.acquiredAt), s.ttl)
+	s.cfg.log.Warn("lockx: lock lost", "key", s.key, "cause", cause)
+	for _, l := range holders {
+		l.cancel(cause)
+	}
+}
+
+func (s *lease) end() {
+	s.mu.Lock()
+	if s.gone || s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	s.timer.Stop()
+	s.mu.Unlock()
+	s.cfg.m.holdEnded(time.Since(s.acquiredAt), s.ttl)
+}

@@ -1,0 +1,199 @@
+package platform
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, rest, err := LoadConfig("shop", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatalf("defaults must be valid: %v", err)
+	}
+	if len(rest) != 0 {
+		t.Errorf("rest = %q", rest)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"Addr", c.Addr, ":8080"},
+		{"MySQLDSN", c.MySQLDSN, ""},
+		{"SQLitePath", c.SQLitePath, "./shop.db"},
+		{"RedisURL", c.RedisURL, ""},
+		{"RedisPrefix", c.RedisPrefix, "shop:"},
+		{"EmbeddedRedis", c.EmbeddedRedis, "127.0.0.1:0"},
+		{"AdminToken", c.AdminToken, ""},
+		{"AuthSecret", c.AuthSecret, ""},
+		{"TokenTTL", c.TokenTTL, 24 * time.Hour},
+		{"DemoLogin", c.DemoLogin, true},
+		{"PaymentTimeout", c.PaymentTimeout, 15 * time.Minute},
+		{"SweepInterval", c.SweepInterval, 5 * time.Second},
+		{"LockTTL", c.LockTTL, 5 * time.Second},
+		{"LockWait", c.LockWait, 2 * time.Second},
+		{"IdemRetention", c.IdemRetention, 24 * time.Hour},
+		{"IdemLease", c.IdemLease, 30 * time.Second},
+		{"SoldOutCache", c.SoldOutCache, time.Second},
+		{"StockStrategy", c.StockStrategy, StrategyLockFence},
+		{"ShutdownWait", c.ShutdownWait, 10 * time.Second},
+		{"LogLevel", c.LogLevel, "info"},
+		{"LogFormat", c.LogFormat, "text"},
+		{"LabRoutes", c.LabRoutes, true},
+		{"LabPauseAfterLock", c.LabPauseAfterLock, time.Duration(0)},
+		{"LabPauseProbability", c.LabPauseProbability, 1.0},
+		{"LabSlowPayment", c.LabSlowPayment, time.Duration(0)},
+		{"LabNoIdempotency", c.LabNoIdempotency, false},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	if lab := c.Lab(); len(lab) != 0 {
+		t.Errorf("defaults turn lab switches on: %v", lab)
+	}
+}
+
+func TestLoadConfigEnvironment(t *testing.T) {
+	t.Parallel()
+	c, _, err := LoadConfig("shop", nil, env(map[string]string{
+		"SHOP_ADDR":           "127.0.0.1:9000",
+		"SHOP_MYSQL_DSN":      "root@tcp(db:3306)/shop",
+		"SHOP_REDIS_URL":      "redis://cache:6379/2",
+		"SHOP_LOCK_TTL":       "7s",
+		"SHOP_DEMO_LOGIN":     "false",
+		"SHOP_STOCK_STRATEGY": "naive",
+		"SHOP_LOG_FORMAT":     "json",
+		"SHOP_ADMIN_TOKEN":    "0123456789abcdef",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9000" || c.MySQLDSN != "root@tcp(db:3306)/shop" || c.RedisURL != "redis://cache:6379/2" ||
+		c.LockTTL != 7*time.Second || c.DemoLogin || c.StockStrategy != StrategyNaive || c.LogFormat != "json" ||
+		c.AdminToken != "0123456789abcdef" {
+		t.Errorf("environment not applied: %+v", c)
+	}
+	if lab := c.Lab(); len(lab) != 1 || lab[0] != "stock-strategy=naive" {
+		t.Errorf("Lab() = %v, want the unsafe strategy named", lab)
+	}
+}
+
+func TestLoadConfigFlagWinsOverEnvironment(t *testing.T) {
+	t.Parallel()
+	getenv := env(map[string]string{"SHOP_LOCK_TTL": "7s", "SHOP_ADDR": ":7000", "SHOP_DEMO_LOGIN": "false"})
+	c, rest, err := LoadConfig("shop", []string{"--lock-ttl", "9s", "-addr=:9100", "--demo-login=true", "extra"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LockTTL != 9*time.Second || c.Addr != ":9100" || !c.DemoLogin {
+		t.Errorf("flags did not win: lock ttl %s, addr %q, demo login %v", c.LockTTL, c.Addr, c.DemoLogin)
+	}
+	if len(rest) != 1 || rest[0] != "extra" {
+		t.Errorf("rest = %q, want [extra]", rest)
+	}
+}
+
+func TestLoadConfigInvalidNamesVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ env, value string }{
+		{"SHOP_LOCK_TTL", "abc"},
+		{"SHOP_LOCK_TTL", "10ms"},
+		{"SHOP_LOCK_TTL", "0s"},
+		{"SHOP_STOCK_STRATEGY", "bogus"},
+		{"SHOP_TOKEN_TTL", "-1h"},
+		{"SHOP_PAYMENT_TIMEOUT", "soon"},
+		{"SHOP_IDEM_RETENTION", "0s"},
+		{"SHOP_IDEM_LEASE", "-5s"},
+		{"SHOP_LOCK_WAIT", "-1s"},
+		{"SHOP_SWEEP_INTERVAL", "-1s"},
+		{"SHOP_SOLD_OUT_CACHE", "x"},
+		{"SHOP_SHUTDOWN_WAIT", "-2s"},
+		{"SHOP_DEMO_LOGIN", "maybe"},
+		{"SHOP_LAB_ROUTES", "yes please"},
+		{"SHOP_LAB_NO_IDEMPOTENCY", "2"},
+		{"SHOP_LAB_PAUSE_AFTER_LOCK", "-1s"},
+		{"SHOP_LAB_PAUSE_PROBABILITY", "2"},
+		{"SHOP_LAB_PAUSE_PROBABILITY", "often"},
+		{"SHOP_LAB_SLOW_PAYMENT", "-1ms"},
+		{"SHOP_LOG_LEVEL", "loud"},
+		{"SHOP_LOG_FORMAT", "xml"},
+		{"SHOP_REDIS_URL", "http://cache:6379"},
+		{"SHOP_ADMIN_TOKEN", "short"},
+		{"SHOP_AUTH_SECRET", "short"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := LoadConfig("shop", nil, env(map[string]string{tt.env: tt.value}), io.Discard)
+			if err == nil {
+				t.Fatalf("%s=%q accepted", tt.env, tt.value)
+			}
+			if !strings.Contains(err.Error(), tt.env) {
+				t.Errorf("error %q does not name %s", err, tt.env)
+			}
+		})
+	}
+}
+
+func TestLoadConfigInvalidFlagNamesVariableAndFlag(t *testing.T) {
+	t.Parallel()
+	_, _, err := LoadConfig("shop", []string{"--lock-ttl=abc"}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_LOCK_TTL") || !strings.Contains(err.Error(), "--lock-ttl") {
+		t.Fatalf("err = %v, want it to name SHOP_LOCK_TTL and --lock-ttl", err)
+	}
+	_, _, err = LoadConfig("shop", []string{"--addr="}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_ADDR") {
+		t.Fatalf("empty --addr: err = %v, want it to name SHOP_ADDR", err)
+	}
+	_, _, err = LoadConfig("shop", []string{"--sqlite-path="}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_SQLITE_PATH") {
+		t.Fatalf("no database: err = %v, want it to name SHOP_SQLITE_PATH", err)
+	}
+	if _, _, err := LoadConfig("shop", []string{"--no-such-flag"}, env(nil), io.Discard); err == nil {
+		t.Fatal("unknown flag accepted")
+	}
+}
+
+func TestLoadConfigReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, _, err := LoadConfig("shop", nil, env(map[string]string{"SHOP_LOG_LEVEL": "loud", "SHOP_STOCK_STRATEGY": "bogus"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_LOG_LEVEL") || !strings.Contains(err.Error(), "SHOP_STOCK_STRATEGY") {
+		t.Fatalf("err = %v, want both variables named", err)
+	}
+}
+
+func TestSettingsAreComplete(t *testing.T) {
+	t.Parallel()
+	seenEnv, seenFlag := map[string]bool{}, map[string]bool{}
+	for _, s := range Settings() {
+		env, flag, usage := s[0], s[1], s[3]
+		if !strings.HasPrefix(env, "SHOP_") || !strings.HasPrefix(flag, "--") || usage == "" {
+			t.Errorf("malformed setting %q", s)
+		}
+		if seenEnv[env] || seenFlag[flag] {
+			t.Errorf("duplicate setting %q", s)
+		}
+		seenEnv[env], seenFlag[flag] = true, true
+		// The flag is the variable's name, lower case, dashes for underscores.
+		if want := "--" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "SHOP_")), "_", "-"); flag != want {
+			t.Errorf("%s: flag %s, want %s", env, flag, want)
+		}
+	}
+	// Each default must be accepted on its own when given explicitly.
+	for _, s := range Settings() {
+		if s[2] == "" {
+			continue
+		}
+		if _, _, err := LoadConfig("shop", nil, env(map[string]string{s[0]: s[2]}), io.Discard); err != nil {
+			t.Errorf("%s=%q (its default) rejected: %v", s[0], s[2], err)
+		}
+	}
+}
