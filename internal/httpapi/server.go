@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/order"
+	"github.com/seckill-lab/shop/internal/payment"
 )
 
 // Pinger is a dependency /readyz checks.
@@ -43,11 +44,22 @@ type Deps struct {
 
 	Products *inventory.Service
 	Orders   *order.Service
+	Payments *payment.Service
 	Idem     *idem.Store
 	Tokens   *idem.Tokens
 	Audit    func(ctx context.Context, o audit.Options) (audit.Report, error)
 	// NoIdempotency is the LAB switch that turns Idempotency-Key handling off.
 	NoIdempotency bool
+
+	// LabRoutes serves the admin-only lab routes (SHOP_LAB_ROUTES).
+	LabRoutes bool
+	// LabSwitches names the unsafe settings in force, for GET /api/v1/admin/lab/info.
+	LabSwitches []string
+	// SelfURL is this instance's own base URL, known once it listens; lab
+	// races send their buyers there.
+	SelfURL func() string
+	// Background ends when the instance stops; lab races run under it.
+	Background context.Context
 }
 
 // New builds the router with every route of the API.
@@ -66,7 +78,7 @@ func New(d Deps) http.Handler {
 	})
 	a := &api{
 		auth:     &authn{secret: []byte(d.AuthSecret), admin: []byte(d.AdminToken), ttl: d.TokenTTL},
-		products: d.Products, orders: d.Orders, idem: d.Idem, tokens: d.Tokens, audit: d.Audit,
+		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit,
 		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
 	}
 	routes(r, d, a, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
@@ -75,10 +87,10 @@ func New(d Deps) http.Handler {
 
 func healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
 
-// readyz answers within about a second whatever the dependencies do.
+// readyz answers within under a second whatever the dependencies do.
 func readyz(checks map[string]Pinger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 1500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 900*time.Millisecond)
 		defer cancel()
 		type result struct {
 			name string

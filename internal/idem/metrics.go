@@ -1,10 +1,14 @@
 package idem
 
-import "sync/atomic"
+import (
+	"sync/atomic"
 
-// Metrics counts what the store and the form tokens decide. It registers
-// nothing globally: the host adds it to its own Prometheus registry (see
-// metrics_prometheus.go). A nil *Metrics counts nothing, so every option that
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics counts what the store and the form tokens decide. It is a
+// prometheus.Collector and registers nothing globally: the host adds it to
+// its own registry. A nil *Metrics counts nothing, so every option that
 // takes one may be left empty.
 type Metrics struct {
 	namespace string
@@ -54,4 +58,24 @@ func (m *Metrics) value(c counter) uint64 {
 		return 0
 	}
 	return m.c[c].Load()
+}
+
+// desc builds counter i's descriptor; cheap enough to do on every scrape.
+func (m *Metrics) desc(i int) *prometheus.Desc {
+	ci := counterInfo[i]
+	return prometheus.NewDesc(prometheus.BuildFQName(m.namespace, "", ci.name), ci.help, nil, nil)
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for i := range counterInfo {
+		ch <- m.desc(i)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for i := range counterInfo {
+		ch <- prometheus.MustNewConstMetric(m.desc(i), prometheus.CounterValue, float64(m.value(counter(i))))
+	}
 }

@@ -109,13 +109,12 @@ func Middleware(s *Store, o MiddlewareOptions) func(http.Handler) http.Handler {
 }
 
 func (o *MiddlewareOptions) serve(w http.ResponseWriter, r *http.Request, next http.Handler, claim *Claim) {
-	// Storing must not depend on the client staying connected.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer cancel()
-	// Frees the key if the handler panics (the panic goes on) or if
-	// Complete failed; a no-op once the claim has ended.
+	// Frees the key when nothing is stored, when the handler panics (the
+	// panic goes on) or when Complete failed; a no-op after Complete.
 	defer func() {
-		if err := claim.Release(ctx); err != nil && !errors.Is(err, ErrClaimLost) {
+		ctx, cancel := storeContext(r)
+		defer cancel()
+		if err := claim.Release(ctx); err != nil {
 			o.OnStoreError(r, err)
 		}
 	}()
@@ -127,9 +126,6 @@ func (o *MiddlewareOptions) serve(w http.ResponseWriter, r *http.Request, next h
 		status = http.StatusOK
 	}
 	if !o.ShouldStore(status) {
-		if err := claim.Release(ctx); err != nil {
-			o.OnStoreError(r, err)
-		}
 		return
 	}
 	h := rw.header
@@ -142,9 +138,17 @@ func (o *MiddlewareOptions) serve(w http.ResponseWriter, r *http.Request, next h
 			rec.Header[name] = v
 		}
 	}
+	ctx, cancel := storeContext(r)
+	defer cancel()
 	if err := claim.Complete(ctx, rec); err != nil {
 		o.OnStoreError(r, err)
 	}
+}
+
+// storeContext bounds a write that must not depend on the client staying
+// connected.
+func storeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 }
 
 // parseKeyValues accepts exactly one header line; two are ambiguous.

@@ -31,8 +31,12 @@ type Tokens struct {
 	m      *Metrics
 }
 
-// NewTokens returns tokens kept under prefix for ttl (API.md: 5 minutes).
+// NewTokens returns tokens kept under prefix for ttl; ttl <= 0 means
+// 5 minutes (API.md). Tokens always expire.
 func NewTokens(rdb redis.UniversalClient, prefix string, ttl time.Duration) *Tokens {
+	if ttl <= 0 {
+		ttl = 5 * time.Minute
+	}
 	return &Tokens{rdb: rdb, prefix: prefix, ttl: ttl}
 }
 

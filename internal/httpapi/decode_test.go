@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+)
+
+// decodeTestBody stands for a route's request body.
+type decodeTestBody struct {
+	ProductID int64  `json:"product_id"`
+	Quantity  int    `json:"quantity"`
+	Note      string `json:"note"`
+}
+
+func (b *decodeTestBody) validate() map[string]string {
+	if b.Quantity < 1 || b.Quantity > 100 {
+		return map[string]string{"quantity": "must be between 1 and 100"}
+	}
+	return nil
+}
+
+// decodeCtx is a gin context whose body readBody has already taken.
+func decodeCtx(contentType, body string) *gin.Context {
+	gin.SetMode(gin.ReleaseMode)
+	c, _ := gin.CreateTestContext(httptest.NewRecorder())
+	c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/orders", strings.NewReader(body))
+	if contentType != "" {
+		c.Request.Header.Set("Content-Type", contentType)
+	}
+	c.Set(ctxBody, []byte(body))
+	return c
+}
+
+func TestDecodeProblems(t *testing.T) {
+	t.Parallel()
+	const jsonCT = "application/json"
+	tests := []struct {
+		name, contentType, body string
+		allowEmpty              bool
+		code                    string
+		field                   string // key expected in Problem.Errors
+	}{
+		{"malformed", jsonCT, `{"quantity": 1,`, false, "invalid_json", ""},
+		{"not json at all", jsonCT, `quantity=1`, false, "invalid_json", ""},
+		{"bad token", jsonCT, `{quantity: 1}`, false, "invalid_json", ""},
+		{"trailing garbage", jsonCT, `{"quantity": 1} x`, false, "invalid_json", ""},
+		{"two values", jsonCT, `{"quantity": 1}{"quantity": 2}`, false, "invalid_json", ""},
+		{"unknown field", jsonCT, `{"quantity": 1, "coupon": "FREE"}`, false, "invalid_request", "coupon"},
+		{"wrong type", jsonCT, `{"quantity": "two"}`, false, "invalid_request", "quantity"},
+		{"wrong type nested number", jsonCT, `{"product_id": 1.5, "quantity": 1}`, false, "invalid_request", "product_id"},
+		{"not an object", jsonCT, `[1, 2]`, false, "invalid_request", "body"},
+		{"out of range", jsonCT, `{"quantity": 0}`, false, "invalid_request", "quantity"},
+		{"wrong content type", "text/plain", `{"quantity": 1}`, false, "invalid_request", "Content-Type"},
+		{"form content type", "application/x-www-form-urlencoded", `{"quantity": 1}`, false, "invalid_request", "Content-Type"},
+		{"garbled content type", "application/json; =", `{"quantity": 1}`, false, "invalid_request", "Content-Type"},
+		{"empty body required", jsonCT, ``, false, "invalid_request", "body"},
+		{"blank body required", jsonCT, "  \n", false, "invalid_request", "body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var v decodeTestBody
+			err := decode(decodeCtx(tt.contentType, tt.body), &v, tt.allowEmpty)
+			if err == nil {
+				t.Fatalf("decode(%q) accepted", tt.body)
+			}
+			p := problemFor(err)
+			if p.Code != tt.code || p.Status != http.StatusBadRequest {
+				t.Fatalf("decode(%q) = %d %s (%s), want 400 %s", tt.body, p.Status, p.Code, p.Detail, tt.code)
+			}
+			if tt.field != "" {
+				if _, ok := p.Errors[tt.field]; !ok {
+					t.Errorf("errors = %v, want a message for %q", p.Errors, tt.field)
+				}
+			} else if len(p.Errors) != 0 {
+				t.Errorf("errors = %v, want none for %s", p.Errors, tt.code)
+			}
+		})
+	}
+}
+
+func TestDecodeAccepts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, contentType, body string
+		want                    decodeTestBody
+	}{
+		{"plain", "application/json", `{"product_id": 7, "quantity": 2}`, decodeTestBody{ProductID: 7, Quantity: 2}},
+		{"charset", "application/json; charset=utf-8", `{"quantity": 3, "note": "hi"}`, decodeTestBody{Quantity: 3, Note: "hi"}},
+		{"+json", "application/merge-patch+json", `{"quantity": 4}`, decodeTestBody{Quantity: 4}},
+		{"no content type", "", `{"quantity": 5}`, decodeTestBody{Quantity: 5}},
+		{"whitespace around", "application/json", "\n {\"quantity\": 6} \n", decodeTestBody{Quantity: 6}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var v decodeTestBody
+			if err := decode(decodeCtx(tt.contentType, tt.body), &v, false); err != nil {
+				t.Fatalf("decode(%q): %v", tt.body, err)
+			}
+			if v != tt.want {
+				t.Errorf("decoded %+v, want %+v", v, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeEmptyBodyWhenAllowed(t *testing.T) {
+	t.Parallel()
+	// Seckill orders take an empty body or {}; any field is invalid_request.
+	var v struct{}
+	for _, body := range []string{"", "{}", " { } "} {
+		if err := decode(decodeCtx("", body), &v, true); err != nil {
+			t.Errorf("decode(%q) with allowEmpty: %v", body, err)
+		}
+	}
+	err := decode(decodeCtx("application/json", `{"quantity": 2}`), &v, true)
+	if p := problemFor(err); p.Code != "invalid_request" || p.Errors["quantity"] == "" {
+		t.Errorf("a field in a seckill body: %+v, want invalid_request naming quantity", p)
+	}
+}
+
+// TestDecodeProblemIsWrittenAsProblemJSON checks the whole path a handler
+// takes: decode fails, writeError answers 400 application/problem+json.
+func TestDecodeProblemIsWrittenAsProblemJSON(t *testing.T) {
+	t.Parallel()
+	gin.SetMode(gin.ReleaseMode)
+	w := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(w)
+	c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/orders", strings.NewReader(`{"quantity": "x"}`))
+	c.Request.Header.Set("Content-Type", "application/json")
+	c.Set(ctxBody, []byte(`{"quantity": "x"}`))
+	var v decodeTestBody
+	writeError(c, decode(c, &v, false))
+	if w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("got %d %q, want 400 application/problem+json", w.Code, w.Header().Get("Content-Type"))
+	}
+	if b := w.Body.String(); !strings.Contains(b, `"code":"invalid_request"`) || !strings.Contains(b, `"errors":{"quantity":`) {
+		t.Errorf("body %s", b)
+	}
+}
