@@ -167,6 +167,12 @@ type checker struct {
 	summaries []ProductSummary
 	wallets   []WalletSummary
 	out       *buckets
+
+	// what the passes found, for the queries that list faulty rows
+	orderAggs    []orderAgg
+	ledgerDups   int64          // orders with two ledger rows of one reason
+	i4Products   map[int64]bool // products with an I4 fault of their orders
+	lostProducts map[int64]bool // products with ledger rows naming no order
 }
 
 // scan runs one read query into dest (a pointer to a slice of structs).

@@ -70,8 +70,8 @@ func TestEmptyShopPasses(t *testing.T) {
 	}
 }
 
-// want is one expected violation: its invariant, whom it names, and a
-// key=value that must appear in its rows (checked for every listed value).
+// want is one expected violation: its invariant, whom it names, and values
+// of key that must appear in its rows.
 type want struct {
 	inv     string
 	product int64
@@ -171,6 +171,23 @@ func TestSeededFaultsAreFlagged(t *testing.T) {
 			want: []want{{inv: "M1", user: 7, key: "ledger_id", values: []any{nil}}},
 		},
 		{
+			name: "payment naming no order",
+			seed: func(s *seeder) {
+				s.wallet(7, 1000)
+				s.pay("r-7-gone", 7, 100)
+			},
+			want: []want{{inv: "M1", user: 7, key: "order_no", values: []any{"r-7-gone"}}},
+		},
+		{
+			name: "wallet debit without a payment",
+			seed: func(s *seeder) {
+				s.wallet(7, 1000)
+				s.exec("UPDATE wallets SET balance_cents = 900 WHERE user_id = 7")
+				s.exec("INSERT INTO wallet_ledger (user_id, delta, reason, ref, created_at) VALUES (7, -100, 'payment', 'r-7-x', ?)", s.now)
+			},
+			want: []want{{inv: "M1", user: 7, key: "ref", values: []any{"r-7-x"}}},
+		},
+		{
 			name: "stock changed without a ledger row",
 			seed: func(s *seeder) {
 				s.product(3, 10)
@@ -263,8 +280,47 @@ func TestSeededFaultsAreFlagged(t *testing.T) {
 	}
 }
 
-// assertViolations checks r has exactly the wanted violations, each with the
-// wanted values in its rows (compared through JSON, as clients see them).
+// TestWithoutUniqueIndexes drops the unique indexes that make double returns
+// and double charges impossible, to show the checker still finds them.
+func TestWithoutUniqueIndexes(t *testing.T) {
+	t.Parallel()
+	db := backends[0].open(t) // MySQL: SQLite cannot drop a table's UNIQUE constraint
+	s := newSeeder(t, db)
+	s.clean()
+	s.exec("ALTER TABLE stock_ledger DROP INDEX uq_ledger_order_reason")
+	s.exec("ALTER TABLE payments DROP INDEX uq_payments_order")
+	s.exec("ALTER TABLE wallet_ledger DROP INDEX uq_wallet_ledger_ref")
+
+	s.product(3, 10)
+	s.order("s-7-3", 7, 3, 1, "seckill", "cancelled", "")
+	no := "s-7-3"
+	s.exec("UPDATE products SET stock = stock + 1 WHERE id = 3")
+	s.ledger(3, 1, "cancel", &no) // returned twice
+
+	s.wallet(7, 1000)
+	s.paidOrder("r-7-a", 7, 3, 1, "regular", "k1")
+	s.exec("INSERT INTO payments (request_id, order_no, user_id, amount_cents, created_at) VALUES ('again', 'r-7-a', 7, 100, ?)", s.now)
+	s.exec("UPDATE wallets SET balance_cents = balance_cents - 100 WHERE user_id = 7")
+	s.exec("INSERT INTO wallet_ledger (user_id, delta, reason, ref, created_at) VALUES (7, -100, 'payment', 'r-7-a', ?)", s.now)
+
+	r, err := audit.Check(context.Background(), db, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertViolations(t, r, []want{
+		{inv: "I2", product: 3, key: "returned", values: []any{2.0}}, // the unit came back twice
+		{inv: "I4", product: 3, key: "order_no", values: []any{"s-7-3"}},
+		{inv: "M1", user: 7, key: "request_id", values: []any{"again", "req-r-7-a"}},
+		{inv: "M1", user: 7, key: "ref", values: []any{"r-7-a"}},
+	})
+	if p := r.Products[2]; p.Sold != 2 || p.Cancelled != 1 {
+		t.Errorf("orders counted twice through the joins: %+v", p)
+	}
+}
+
+// assertViolations checks r has exactly the wanted violations and that the
+// wanted values appear in their rows (compared through JSON, as clients see
+// them).
 func assertViolations(t *testing.T, r audit.Report, wants []want) {
 	t.Helper()
 	if r.OK {
@@ -283,32 +339,38 @@ func assertViolations(t *testing.T, r audit.Report, wants []want) {
 		t.Fatalf("violations %v, want %v\n%s", got, exp, text(r))
 	}
 	for _, w := range wants {
-		for _, v := range r.Violations {
-			if v.Invariant != w.inv || v.ProductID != w.product || v.UserID != w.user {
-				continue
-			}
-			var rows []map[string]any
-			j, _ := json.Marshal(v.Rows)
-			if err := json.Unmarshal(j, &rows); err != nil {
-				t.Fatal(err)
-			}
-			for _, val := range w.values {
-				found := false
+		for _, val := range w.values {
+			found := false
+			for _, v := range r.Violations {
+				if v.Invariant != w.inv || v.ProductID != w.product || v.UserID != w.user {
+					continue
+				}
+				var rows []map[string]any
+				j, _ := json.Marshal(v.Rows)
+				if err := json.Unmarshal(j, &rows); err != nil {
+					t.Fatal(err)
+				}
 				for _, row := range rows {
 					got, ok := row[w.key]
 					found = found || (ok && reflect.DeepEqual(got, val))
 				}
-				if !found {
-					t.Errorf("%s: no row with %s=%v: %s", w.inv, w.key, val, j)
-				}
 			}
-			if v.Detail == "" {
-				t.Errorf("%s: empty detail", w.inv)
+			if !found {
+				t.Errorf("%s p%d u%d: no row with %s=%v\n%s", w.inv, w.product, w.user, w.key, val, text(r))
 			}
 		}
 	}
-	if out := text(r); !strings.HasSuffix(out, fmt.Sprintf("FAIL: %d violations\n", len(wants))) && len(wants) > 1 {
-		t.Errorf("text report does not end in FAIL:\n%s", out)
+	for _, v := range r.Violations {
+		if v.Detail == "" || len(v.Rows) == 0 {
+			t.Errorf("%s: empty detail or rows: %+v", v.Invariant, v)
+		}
+	}
+	want := fmt.Sprintf("FAIL: %d violations\n", len(wants))
+	if len(wants) == 1 {
+		want = "FAIL: 1 violation\n"
+	}
+	if out := text(r); !strings.HasSuffix(out, want) {
+		t.Errorf("text report does not end in %q:\n%s", want, out)
 	}
 }
 

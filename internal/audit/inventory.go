@@ -6,26 +6,75 @@ import (
 	"sort"
 )
 
+// The checks make few passes over the big tables, and join from the smaller
+// side: every ledger row with an order number looks up its order (one
+// unique-index probe), every payment looks up its order and its debit. Each
+// pass counts, per product, the rows that are right; a product whose orders
+// outnumber them has a fault, and only then do the queries that list the
+// faulty rows run. Counting is exact because each order has at most one
+// ledger row of each reason and at most one payment: the unique indexes say
+// so, and cheap index-only queries check it (if they ever find a duplicate,
+// every listing query runs).
+//
+// GROUP BY keys are written `col + 0` so MariaDB groups a table scan in a
+// temporary table instead of walking a secondary index with one random
+// primary-key lookup per row (several times slower at 10^5 rows).
+
+const (
+	// ledgerJoins gives each order o its `order` (lo) and `cancel` (lc)
+	// ledger rows.
+	ledgerJoins = `
+LEFT JOIN stock_ledger lo ON lo.order_no = o.order_no AND lo.reason = 'order'
+LEFT JOIN stock_ledger lc ON lc.order_no = o.order_no AND lc.reason = 'cancel'`
+	paymentJoin = `
+LEFT JOIN payments p ON p.order_no = o.order_no`
+
+	// i4Fault holds for an order that did not take its stock exactly once,
+	// or whose stock came back although it is not cancelled, or did not come
+	// back (exactly) although it is.
+	i4Fault = `lo.id IS NULL OR lo.delta <> -o.quantity OR lo.product_id <> o.product_id
+   OR (o.status = 'cancelled' AND (lc.id IS NULL OR lc.delta <> o.quantity OR lc.product_id <> o.product_id))
+   OR (o.status <> 'cancelled' AND lc.id IS NOT NULL)`
+	// m1Fault holds for an order paid without a payment, or a payment that
+	// does not match its order.
+	m1Fault = `(o.status = 'paid' AND p.id IS NULL)
+   OR (p.id IS NOT NULL AND (o.status <> 'paid' OR p.amount_cents <> o.amount_cents OR p.user_id <> o.user_id))`
+)
+
 type productRow struct {
 	ID    int64 `gorm:"column:id"`
 	Stock int64 `gorm:"column:stock"`
 }
 
-type ledgerAgg struct {
-	ProductID int64 `gorm:"column:product_id"`
-	Total     int64 `gorm:"column:total"`
-	Added     int64 `gorm:"column:added"`
-	Taken     int64 `gorm:"column:taken"` // order rows, as a positive amount
-	Returned  int64 `gorm:"column:returned"`
-}
-
+// orderAgg is one product's line of the orders pass.
 type orderAgg struct {
-	ProductID int64 `gorm:"column:product_id"`
-	Sold      int64 `gorm:"column:sold"`
-	Cancelled int64 `gorm:"column:cancelled"`
+	ProductID       int64 `gorm:"column:pid"`
+	Orders          int64 `gorm:"column:n"`
+	Sold            int64 `gorm:"column:sold"`
+	Cancelled       int64 `gorm:"column:cancelled"` // quantity
+	CancelledOrders int64 `gorm:"column:cancelled_orders"`
+	PaidOrders      int64 `gorm:"column:paid_orders"`
+	Seckill         int64 `gorm:"column:seckill"`
+	SeckillUsers    int64 `gorm:"column:seckill_users"`
 }
 
-// products builds the per-product summaries and checks I1, I2 and I3 on them.
+// ledgerAgg is one line of the ledger pass: the ledger rows of product
+// LedgerProduct whose order (if any) is of product OrderProduct.
+type ledgerAgg struct {
+	LedgerProduct int64  `gorm:"column:lpid"`
+	OrderProduct  *int64 `gorm:"column:opid"`
+	Total         int64  `gorm:"column:total"`
+	Added         int64  `gorm:"column:added"`
+	Taken         int64  `gorm:"column:taken"` // order rows, as a positive amount
+	Returned      int64  `gorm:"column:returned"`
+	GoodTakes     int64  `gorm:"column:good_takes"`   // `order` rows matching their order
+	GoodReturns   int64  `gorm:"column:good_returns"` // `cancel` rows matching their cancelled order
+	LiveReturns   int64  `gorm:"column:live_returns"` // `cancel` rows of orders not cancelled
+	Lost          int64  `gorm:"column:lost"`         // `order`/`cancel` rows naming no order
+}
+
+// products builds the per-product summaries and checks I1, I2 and I3 on
+// them; its passes also tell orders() where to look for I4 and O1 faults.
 func (c *checker) products() error {
 	where, args := c.productFilter("id")
 	var prods []productRow
@@ -36,21 +85,41 @@ func (c *checker) products() error {
 		return fmt.Errorf("%w: %d", ErrNotFound, c.o.ProductID)
 	}
 
-	where, args = c.productFilter("product_id")
-	var ledger []ledgerAgg
-	if err := c.scan(&ledger, `SELECT product_id,
-  COALESCE(SUM(delta), 0) AS total,
-  COALESCE(SUM(CASE WHEN reason IN ('create', 'restock') THEN delta ELSE 0 END), 0) AS added,
-  COALESCE(SUM(CASE WHEN reason = 'order' THEN -delta ELSE 0 END), 0) AS taken,
-  COALESCE(SUM(CASE WHEN reason = 'cancel' THEN delta ELSE 0 END), 0) AS returned
-FROM stock_ledger WHERE 1=1`+where+` GROUP BY product_id`, args...); err != nil {
+	where, args = c.productFilter("o.product_id")
+	if err := c.scan(&c.orderAggs, `SELECT o.product_id + 0 AS pid, COUNT(*) AS n,
+  COALESCE(SUM(o.quantity), 0) AS sold,
+  COALESCE(SUM(CASE WHEN o.status = 'cancelled' THEN o.quantity ELSE 0 END), 0) AS cancelled,
+  COALESCE(SUM(CASE WHEN o.status = 'cancelled' THEN 1 ELSE 0 END), 0) AS cancelled_orders,
+  COALESCE(SUM(CASE WHEN o.status = 'paid' THEN 1 ELSE 0 END), 0) AS paid_orders,
+  COALESCE(SUM(CASE WHEN o.kind = 'seckill' THEN 1 ELSE 0 END), 0) AS seckill,
+  COUNT(DISTINCT CASE WHEN o.kind = 'seckill' THEN o.user_id END) AS seckill_users
+FROM orders o WHERE 1=1`+where+` GROUP BY pid`, args...); err != nil {
 		return err
 	}
-	var orders []orderAgg
-	if err := c.scan(&orders, `SELECT product_id,
-  COALESCE(SUM(quantity), 0) AS sold,
-  COALESCE(SUM(CASE WHEN status = 'cancelled' THEN quantity ELSE 0 END), 0) AS cancelled
-FROM orders WHERE 1=1`+where+` GROUP BY product_id`, args...); err != nil {
+
+	where, args = c.productFilter("l.product_id")
+	var ledger []ledgerAgg
+	if err := c.scan(&ledger, `SELECT l.product_id + 0 AS lpid, o.product_id + 0 AS opid,
+  COALESCE(SUM(l.delta), 0) AS total,
+  COALESCE(SUM(CASE WHEN l.reason IN ('create', 'restock') THEN l.delta ELSE 0 END), 0) AS added,
+  COALESCE(SUM(CASE WHEN l.reason = 'order' THEN -l.delta ELSE 0 END), 0) AS taken,
+  COALESCE(SUM(CASE WHEN l.reason = 'cancel' THEN l.delta ELSE 0 END), 0) AS returned,
+  COALESCE(SUM(CASE WHEN l.reason = 'order' AND l.delta = -o.quantity AND l.product_id = o.product_id THEN 1 ELSE 0 END), 0) AS good_takes,
+  COALESCE(SUM(CASE WHEN l.reason = 'cancel' AND o.status = 'cancelled' AND l.delta = o.quantity AND l.product_id = o.product_id THEN 1 ELSE 0 END), 0) AS good_returns,
+  COALESCE(SUM(CASE WHEN l.reason = 'cancel' AND o.status <> 'cancelled' THEN 1 ELSE 0 END), 0) AS live_returns,
+  COALESCE(SUM(CASE WHEN l.reason IN ('order', 'cancel') AND o.id IS NULL THEN 1 ELSE 0 END), 0) AS lost
+FROM stock_ledger l LEFT JOIN orders o ON o.order_no = l.order_no
+WHERE 1=1`+where+` GROUP BY lpid, opid`, args...); err != nil {
+		return err
+	}
+
+	// The unique index on (order_no, reason) makes a second row of one
+	// reason impossible; this index-only query proves it still does.
+	where, args = c.productFilter("product_id")
+	if err := c.scan(&c.ledgerDups, `SELECT COUNT(*) FROM (
+  SELECT order_no FROM stock_ledger WHERE order_no IS NOT NULL`+where+`
+  GROUP BY order_no, reason HAVING COUNT(*) > 1
+) d`, args...); err != nil {
 		return err
 	}
 
@@ -69,14 +138,35 @@ FROM orders WHERE 1=1`+where+` GROUP BY product_id`, args...); err != nil {
 		byID[p.ID] = &ProductSummary{ProductID: p.ID, Stock: p.Stock}
 	}
 	taken := map[int64]int64{}
+	good := map[int64][2]int64{} // product of the order: good takes, good returns
+	c.i4Products, c.lostProducts = map[int64]bool{}, map[int64]bool{}
 	for _, l := range ledger {
-		s := get(l.ProductID)
-		s.Ledger, s.Added, s.Returned = l.Total, l.Added, l.Returned
-		taken[l.ProductID] = l.Taken
+		s := get(l.LedgerProduct)
+		s.Ledger += l.Total
+		s.Added += l.Added
+		s.Returned += l.Returned
+		taken[l.LedgerProduct] += l.Taken
+		if l.Lost > 0 {
+			c.lostProducts[l.LedgerProduct] = true
+		}
+		if l.OrderProduct != nil {
+			g := good[*l.OrderProduct]
+			good[*l.OrderProduct] = [2]int64{g[0] + l.GoodTakes, g[1] + l.GoodReturns}
+			if l.LiveReturns > 0 {
+				c.i4Products[*l.OrderProduct] = true
+			}
+		}
 	}
-	for _, o := range orders {
+	for _, o := range c.orderAggs {
 		s := get(o.ProductID)
 		s.Sold, s.Cancelled = o.Sold, o.Cancelled
+		// Every order needs one good `order` row, every cancelled one a good
+		// `cancel` row; with a product filter a cancel row of another
+		// product could hide, so the listing query always runs then.
+		g := good[o.ProductID]
+		if g[0] != o.Orders || g[1] != o.CancelledOrders || c.o.ProductID != 0 || c.ledgerDups > 0 {
+			c.i4Products[o.ProductID] = true
+		}
 	}
 	c.summaries = make([]ProductSummary, 0, len(byID))
 	for _, s := range byID {
@@ -161,13 +251,6 @@ type ledgerRow struct {
 	OrderNo   *string `gorm:"column:order_no"`
 }
 
-type ledgerDup struct {
-	OrderNo   string `gorm:"column:order_no"`
-	Reason    string `gorm:"column:reason"`
-	ProductID int64  `gorm:"column:product_id"`
-	N         int64  `gorm:"column:n"`
-}
-
 // I4 and O1-O2 faults; each is a format taking the count of rows.
 const (
 	faultNoTake       = "orders whose stock was never taken (no `order` ledger row): %d"
@@ -177,119 +260,166 @@ const (
 	faultReturnedLive = "%s orders whose stock was returned (only a cancelled order may have a `cancel` ledger row): %%d"
 	faultLostOrder    = "`order` ledger rows naming no order (an order lost after its stock was taken): %d"
 	faultLostCancel   = "`cancel` ledger rows naming no order: %d"
-	faultDupLedger    = "orders with more than one `%s` ledger row: %%d"
+	faultDupLedger    = "`%s` ledger rows of an order that has another one: %%d"
 	faultDupSeckill   = "seckill orders sharing a (user, product) pair, where one is allowed: %d"
 	faultDupRegular   = "regular orders sharing a (user, idempotency key) pair, where one is allowed: %d"
 )
 
-// orders checks I4 order by order, and O1-O2.
+// faulty lists the products whose line of the orders pass counts a fault.
+func (c *checker) faulty(count func(orderAgg) bool) []int64 {
+	var ids []int64
+	for _, o := range c.orderAggs {
+		if count(o) {
+			ids = append(ids, o.ProductID)
+		}
+	}
+	return ids
+}
+
+func keys(m map[int64]bool) []int64 {
+	ids := make([]int64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// orders lists the rows behind I4, O1 and O2 faults.
 func (c *checker) orders() error {
-	where, args := c.productFilter("o.product_id")
-	var rows []orderLedgerRow
-	// (order_no, reason) is unique in the ledger, so each order joins at most
-	// one row of each reason; duplicates are looked for separately below.
-	if err := c.scan(&rows, `SELECT `+orderCols+`,
+	if ids := keys(c.i4Products); len(ids) > 0 {
+		var rows []orderLedgerRow
+		if err := c.scan(&rows, `SELECT `+orderCols+`,
   lo.id AS take_id, lo.delta AS take_delta, lo.product_id AS take_product,
   lc.id AS return_id, lc.delta AS return_delta, lc.product_id AS return_product
-FROM orders o
-LEFT JOIN stock_ledger lo ON lo.order_no = o.order_no AND lo.reason = 'order'
-LEFT JOIN stock_ledger lc ON lc.order_no = o.order_no AND lc.reason = 'cancel'
-WHERE (lo.id IS NULL OR lo.delta <> -o.quantity OR lo.product_id <> o.product_id
-   OR (o.status = 'cancelled' AND (lc.id IS NULL OR lc.delta <> o.quantity OR lc.product_id <> o.product_id))
-   OR (o.status <> 'cancelled' AND lc.id IS NOT NULL))`+where+`
-ORDER BY o.product_id, o.id`, args...); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		o := r.Order
-		m := o.row()
-		m["order_ledger_id"], m["order_ledger_delta"] = r.TakeID, r.TakeDelta
-		m["cancel_ledger_id"], m["cancel_ledger_delta"] = r.ReturnID, r.ReturnDelta
-		if r.TakeProduct != nil && *r.TakeProduct != o.ProductID {
-			m["order_ledger_product_id"] = *r.TakeProduct
+FROM orders o`+ledgerJoins+`
+WHERE o.product_id IN ? AND (`+i4Fault+`)
+ORDER BY o.product_id, o.id`, ids); err != nil {
+			return err
 		}
-		if r.ReturnProduct != nil && *r.ReturnProduct != o.ProductID {
-			m["cancel_ledger_product_id"] = *r.ReturnProduct
-		}
-		add := func(fault string) {
-			c.out.add(bucketKey{invariant: I4, productID: o.ProductID, fault: fault}, o.UserID, m)
-		}
-		switch {
-		case r.TakeID == nil:
-			add(faultNoTake)
-		case *r.TakeDelta != -o.Quantity || *r.TakeProduct != o.ProductID:
-			add(faultBadTake)
-		}
-		switch {
-		case o.Status == "cancelled" && r.ReturnID == nil:
-			add(faultNoReturn)
-		case o.Status == "cancelled" && (*r.ReturnDelta != o.Quantity || *r.ReturnProduct != o.ProductID):
-			add(faultBadReturn)
-		case o.Status != "cancelled" && r.ReturnID != nil:
-			add(fmt.Sprintf(faultReturnedLive, o.Status))
+		for _, r := range rows {
+			c.i4Order(r)
 		}
 	}
 
-	where, args = c.productFilter("l.product_id")
-	var lost []ledgerRow
-	if err := c.scan(&lost, `SELECT l.id, l.product_id, l.delta, l.reason, l.order_no
+	if ids := keys(c.lostProducts); len(ids) > 0 {
+		var lost []ledgerRow
+		if err := c.scan(&lost, `SELECT l.id, l.product_id, l.delta, l.reason, l.order_no
 FROM stock_ledger l LEFT JOIN orders o ON o.order_no = l.order_no
-WHERE l.reason IN ('order', 'cancel') AND o.id IS NULL`+where+`
-ORDER BY l.product_id, l.id`, args...); err != nil {
-		return err
-	}
-	for _, l := range lost {
-		fault := faultLostOrder
-		if l.Reason == "cancel" {
-			fault = faultLostCancel
+WHERE l.product_id IN ? AND l.reason IN ('order', 'cancel') AND o.id IS NULL
+ORDER BY l.product_id, l.id`, ids); err != nil {
+			return err
 		}
-		c.out.add(bucketKey{invariant: I4, productID: l.ProductID, fault: fault}, 0, map[string]any{
-			"ledger_id": l.ID, "product_id": l.ProductID, "delta": l.Delta, "reason": l.Reason, "order_no": l.OrderNo,
-		})
+		for _, l := range lost {
+			fault := faultLostOrder
+			if l.Reason == "cancel" {
+				fault = faultLostCancel
+			}
+			c.out.add(bucketKey{invariant: I4, productID: l.ProductID, fault: fault}, 0, map[string]any{
+				"ledger_id": l.ID, "product_id": l.ProductID, "delta": l.Delta, "reason": l.Reason, "order_no": l.OrderNo,
+			})
+		}
 	}
 
-	// The unique index on (order_no, reason) makes this structural; it is
-	// still checked so a schema that lost the index cannot pass silently.
-	where, args = c.productFilter("product_id")
-	var dups []ledgerDup
-	if err := c.scan(&dups, `SELECT order_no, reason, MIN(product_id) AS product_id, COUNT(*) AS n
-FROM stock_ledger WHERE order_no IS NOT NULL`+where+`
-GROUP BY order_no, reason HAVING COUNT(*) > 1 ORDER BY order_no, reason`, args...); err != nil {
-		return err
-	}
-	for _, d := range dups {
-		c.out.add(bucketKey{invariant: I4, productID: d.ProductID, fault: fmt.Sprintf(faultDupLedger, d.Reason)}, 0,
-			map[string]any{"order_no": d.OrderNo, "reason": d.Reason, "product_id": d.ProductID, "ledger_rows": d.N})
+	if c.ledgerDups > 0 {
+		where, args := c.productFilter("product_id")
+		var rows []ledgerRow
+		if err := c.scan(&rows, `SELECT l.id, l.product_id, l.delta, l.reason, l.order_no
+FROM stock_ledger l JOIN (
+  SELECT order_no, reason FROM stock_ledger WHERE order_no IS NOT NULL`+where+`
+  GROUP BY order_no, reason HAVING COUNT(*) > 1
+) d ON d.order_no = l.order_no AND d.reason = l.reason
+ORDER BY l.product_id, l.order_no, l.id`, args...); err != nil {
+			return err
+		}
+		for _, l := range rows {
+			c.out.add(bucketKey{invariant: I4, productID: l.ProductID, fault: fmt.Sprintf(faultDupLedger, l.Reason)}, 0,
+				map[string]any{"ledger_id": l.ID, "product_id": l.ProductID, "delta": l.Delta, "reason": l.Reason, "order_no": l.OrderNo})
+		}
 	}
 
-	inner, innerArgs := c.productFilter("product_id")
-	outer, outerArgs := c.productFilter("o.product_id")
-	var seckill []orderRow
-	if err := c.scan(&seckill, `SELECT `+orderCols+`
+	// O1: a product with fewer seckill buyers than seckill orders.
+	if ids := c.faulty(func(o orderAgg) bool { return o.Seckill != o.SeckillUsers }); len(ids) > 0 {
+		var seckill []orderRow
+		if err := c.scan(&seckill, `SELECT `+orderCols+`
 FROM orders o JOIN (
-  SELECT user_id, product_id FROM orders WHERE kind = 'seckill'`+inner+`
+  SELECT user_id, product_id FROM orders WHERE kind = 'seckill' AND product_id IN ?
   GROUP BY user_id, product_id HAVING COUNT(*) > 1
 ) d ON d.user_id = o.user_id AND d.product_id = o.product_id
-WHERE o.kind = 'seckill'`+outer+`
-ORDER BY o.product_id, o.user_id, o.id`, append(innerArgs, outerArgs...)...); err != nil {
-		return err
+WHERE o.kind = 'seckill'
+ORDER BY o.product_id, o.user_id, o.id`, ids); err != nil {
+			return err
+		}
+		for _, o := range seckill {
+			c.out.add(bucketKey{invariant: O1, productID: o.ProductID, fault: faultDupSeckill}, o.UserID, o.row())
+		}
 	}
-	for _, o := range seckill {
-		c.out.add(bucketKey{invariant: O1, productID: o.ProductID, fault: faultDupSeckill}, o.UserID, o.row())
-	}
+	return c.regular()
+}
 
-	var regular []orderRow
-	if err := c.scan(&regular, `SELECT `+orderCols+`
-FROM orders o JOIN (
-  SELECT user_id, idem_key FROM orders WHERE kind = 'regular' AND idem_key IS NOT NULL`+inner+`
-  GROUP BY user_id, idem_key HAVING COUNT(*) > 1
-) d ON d.user_id = o.user_id AND d.idem_key = o.idem_key
-WHERE o.kind = 'regular'`+outer+`
-ORDER BY o.product_id, o.user_id, o.idem_key, o.id`, append(innerArgs, outerArgs...)...); err != nil {
+// i4Order files one order of the I4 detail query under its faults.
+func (c *checker) i4Order(r orderLedgerRow) {
+	o := r.Order
+	m := o.row()
+	m["order_ledger_id"], m["order_ledger_delta"] = r.TakeID, r.TakeDelta
+	m["cancel_ledger_id"], m["cancel_ledger_delta"] = r.ReturnID, r.ReturnDelta
+	if r.TakeProduct != nil && *r.TakeProduct != o.ProductID {
+		m["order_ledger_product_id"] = *r.TakeProduct
+	}
+	if r.ReturnProduct != nil && *r.ReturnProduct != o.ProductID {
+		m["cancel_ledger_product_id"] = *r.ReturnProduct
+	}
+	add := func(fault string) {
+		c.out.add(bucketKey{invariant: I4, productID: o.ProductID, fault: fault}, o.UserID, m)
+	}
+	switch {
+	case r.TakeID == nil:
+		add(faultNoTake)
+	case *r.TakeDelta != -o.Quantity || *r.TakeProduct != o.ProductID:
+		add(faultBadTake)
+	}
+	switch {
+	case o.Status == "cancelled" && r.ReturnID == nil:
+		add(faultNoReturn)
+	case o.Status == "cancelled" && (*r.ReturnDelta != o.Quantity || *r.ReturnProduct != o.ProductID):
+		add(faultBadReturn)
+	case o.Status != "cancelled" && r.ReturnID != nil:
+		add(fmt.Sprintf(faultReturnedLive, r.Order.Status))
+	}
+}
+
+// regular checks O2: users with fewer distinct idempotency keys than keyed
+// regular orders, then their duplicate orders.
+func (c *checker) regular() error {
+	where, args := c.productFilter("product_id")
+	var users []int64
+	if err := c.scan(&users, `SELECT user_id + 0 AS uid FROM orders
+WHERE kind = 'regular' AND idem_key IS NOT NULL`+where+`
+GROUP BY uid HAVING COUNT(*) <> COUNT(DISTINCT idem_key) ORDER BY uid`, args...); err != nil {
 		return err
 	}
-	for _, o := range regular {
-		c.out.add(bucketKey{invariant: O2, productID: o.ProductID, fault: faultDupRegular}, o.UserID, o.row())
+	type pair struct {
+		user int64
+		key  string
+	}
+	for len(users) > 0 {
+		chunk := users[:min(len(users), 500)]
+		users = users[len(chunk):]
+		var rows []orderRow
+		if err := c.scan(&rows, `SELECT `+orderCols+` FROM orders o
+WHERE o.kind = 'regular' AND o.idem_key IS NOT NULL AND o.user_id IN ?`+where+`
+ORDER BY o.product_id, o.user_id, o.idem_key, o.id`, append([]any{chunk}, args...)...); err != nil {
+			return err
+		}
+		n := map[pair]int{}
+		for _, o := range rows {
+			n[pair{o.UserID, *o.IdemKey}]++
+		}
+		for _, o := range rows {
+			if n[pair{o.UserID, *o.IdemKey}] > 1 {
+				c.out.add(bucketKey{invariant: O2, productID: o.ProductID, fault: faultDupRegular}, o.UserID, o.row())
+			}
+		}
 	}
 	return nil
 }

@@ -11,10 +11,11 @@ type walletRow struct {
 }
 
 type walletAgg struct {
-	UserID   int64 `gorm:"column:user_id"`
+	UserID   int64 `gorm:"column:uid"`
 	Total    int64 `gorm:"column:total"`
 	Credited int64 `gorm:"column:credited"`
 	Paid     int64 `gorm:"column:paid"`
+	Debits   int64 `gorm:"column:debits"` // payment rows
 }
 
 type paymentRow struct {
@@ -70,6 +71,16 @@ const (
 	faultNoDebit       = "payments without a wallet debit (no `payment` wallet ledger row): %d"
 	faultBadDebit      = "payments whose wallet debit has another amount or user: %d"
 	faultDebitOrphan   = "wallet debits (`payment` ledger rows) without a payment row: %d"
+	faultDebitTwice    = "wallet debits of an order that another debit also charged: %d"
+)
+
+const (
+	// debitJoin gives each payment p its wallet debit l: the `payment` row
+	// whose ref is the order number ((reason, ref) is unique).
+	debitJoin = `
+LEFT JOIN wallet_ledger l ON l.reason = 'payment' AND l.ref = p.order_no`
+	// debitFault holds for a payment whose wallet was not debited exactly.
+	debitFault = `l.id IS NULL OR l.delta <> -p.amount_cents OR l.user_id <> p.user_id`
 )
 
 // money builds the wallet summaries and checks M1 and M2. A payment's wallet
@@ -80,18 +91,21 @@ func (c *checker) money() error {
 		return err
 	}
 	var ledger []walletAgg
-	if err := c.scan(&ledger, `SELECT user_id,
+	if err := c.scan(&ledger, `SELECT user_id + 0 AS uid,
   COALESCE(SUM(delta), 0) AS total,
   COALESCE(SUM(CASE WHEN reason = 'credit' THEN delta ELSE 0 END), 0) AS credited,
-  COALESCE(SUM(CASE WHEN reason = 'payment' THEN -delta ELSE 0 END), 0) AS paid
-FROM wallet_ledger GROUP BY user_id`); err != nil {
+  COALESCE(SUM(CASE WHEN reason = 'payment' THEN -delta ELSE 0 END), 0) AS paid,
+  COALESCE(SUM(CASE WHEN reason = 'payment' THEN 1 ELSE 0 END), 0) AS debits
+FROM wallet_ledger GROUP BY uid`); err != nil {
 		return err
 	}
 	byUser := make(map[int64]*WalletSummary, len(wallets))
 	for _, w := range wallets {
 		byUser[w.UserID] = &WalletSummary{UserID: w.UserID, Balance: w.Balance}
 	}
+	var debits int64
 	for _, l := range ledger {
+		debits += l.Debits
 		s := byUser[l.UserID]
 		if s == nil {
 			s = &WalletSummary{UserID: l.UserID, Missing: true}
@@ -124,8 +138,147 @@ FROM wallet_ledger GROUP BY user_id`); err != nil {
 		}
 	}
 
-	// payments.order_no is unique, so this is structural; still checked so a
-	// schema that lost the index cannot pass silently.
+	// One pass over payments, each with its order and its debit, counts the
+	// payments that are right; the unique indexes on payments.order_no and
+	// wallet_ledger (reason, ref) make counting exact, and index-only
+	// queries prove they still hold.
+	var pass []struct {
+		OrderProduct *int64 `gorm:"column:opid"`
+		N            int64  `gorm:"column:n"`
+		Good         int64  `gorm:"column:good"` // paid order, same amount and user
+		Debited      int64  `gorm:"column:debited"`
+		BadDebits    int64  `gorm:"column:bad_debits"`
+	}
+	if err := c.scan(&pass, `SELECT o.product_id + 0 AS opid, COUNT(*) AS n,
+  COALESCE(SUM(CASE WHEN o.status = 'paid' AND p.amount_cents = o.amount_cents AND p.user_id = o.user_id THEN 1 ELSE 0 END), 0) AS good,
+  COALESCE(SUM(CASE WHEN l.id IS NOT NULL THEN 1 ELSE 0 END), 0) AS debited,
+  COALESCE(SUM(CASE WHEN `+debitFault+` THEN 1 ELSE 0 END), 0) AS bad_debits
+FROM payments p LEFT JOIN orders o ON o.order_no = p.order_no`+debitJoin+`
+GROUP BY opid`); err != nil {
+		return err
+	}
+	var twice, debitedTwice []string
+	if err := c.scan(&twice, "SELECT order_no FROM payments GROUP BY order_no HAVING COUNT(*) > 1"); err != nil {
+		return err
+	}
+	if err := c.scan(&debitedTwice, "SELECT ref FROM wallet_ledger WHERE reason = 'payment' GROUP BY ref HAVING COUNT(*) > 1"); err != nil {
+		return err
+	}
+	dups := len(twice) > 0 || len(debitedTwice) > 0
+	if dups {
+		if err := c.paidTwice(); err != nil {
+			return err
+		}
+	}
+
+	var orphans, badDebits, debited int64
+	good, paid := map[int64]int64{}, map[int64]int64{}
+	for _, p := range pass {
+		debited += p.Debited
+		badDebits += p.BadDebits
+		if p.OrderProduct == nil {
+			orphans += p.N
+			continue
+		}
+		good[*p.OrderProduct] += p.Good
+		paid[*p.OrderProduct] += p.N
+	}
+	// Every paid order needs one good payment and every payment a paid order.
+	var ids []int64
+	for _, o := range c.orderAggs {
+		if dups || good[o.ProductID] != o.PaidOrders || paid[o.ProductID] != o.PaidOrders {
+			ids = append(ids, o.ProductID)
+		}
+	}
+	if len(ids) > 0 {
+		var ops []orderPaymentRow
+		if err := c.scan(&ops, `SELECT `+orderCols+`,
+  p.id AS payment_id, p.request_id, p.user_id AS payment_user_id, p.amount_cents AS payment_cents
+FROM orders o`+paymentJoin+`
+WHERE o.product_id IN ? AND (`+m1Fault+`)
+ORDER BY o.user_id, o.id`, ids); err != nil {
+			return err
+		}
+		for _, r := range ops {
+			c.m1Order(r)
+		}
+	}
+
+	if dups || orphans > 0 {
+		var rows []paymentRow
+		if err := c.scan(&rows, `SELECT `+paymentCols+`
+FROM payments p LEFT JOIN orders o ON o.order_no = p.order_no
+WHERE o.id IS NULL ORDER BY p.user_id, p.id`); err != nil {
+			return err
+		}
+		for _, p := range rows {
+			c.out.add(bucketKey{invariant: M1, userID: p.UserID, fault: faultPaymentOrphan}, 0, p.row())
+		}
+	}
+
+	if dups || badDebits > 0 {
+		var rows []paymentLedgerRow
+		if err := c.scan(&rows, `SELECT `+paymentCols+`,
+  l.id AS ledger_id, l.user_id AS ledger_user_id, l.delta AS ledger_delta
+FROM payments p`+debitJoin+`
+WHERE `+debitFault+`
+ORDER BY p.user_id, p.id`); err != nil {
+			return err
+		}
+		for _, d := range rows {
+			m := d.Payment.row()
+			m["ledger_id"], m["ledger_user_id"], m["ledger_delta"] = d.LedgerID, d.LedgerUserID, d.LedgerDelta
+			fault := faultBadDebit
+			if d.LedgerID == nil {
+				fault = faultNoDebit
+			}
+			c.out.add(bucketKey{invariant: M1, userID: d.Payment.UserID, fault: fault}, 0, m)
+		}
+	}
+
+	// Every debit naming a payment was counted by the pass, so debits naming
+	// none are the difference.
+	if dups || debited != debits {
+		var stray []walletLedgerRow
+		if err := c.scan(&stray, `SELECT l.id, l.user_id, l.delta, l.reason, l.ref
+FROM wallet_ledger l LEFT JOIN payments p ON p.order_no = l.ref
+WHERE l.reason = 'payment' AND p.id IS NULL ORDER BY l.user_id, l.id`); err != nil {
+			return err
+		}
+		for _, l := range stray {
+			c.out.add(bucketKey{invariant: M1, userID: l.UserID, fault: faultDebitOrphan}, 0, map[string]any{
+				"ledger_id": l.ID, "user_id": l.UserID, "delta": l.Delta, "reason": l.Reason, "ref": l.Ref,
+			})
+		}
+	}
+	return nil
+}
+
+// m1Order files one order of the M1 detail query under its faults.
+func (c *checker) m1Order(r orderPaymentRow) {
+	o := r.Order
+	m := o.row()
+	m["payment_id"], m["request_id"], m["payment_user_id"], m["payment_cents"] = r.PaymentID, r.RequestID, r.PaymentUserID, r.PaymentCents
+	add := func(user int64, fault string) {
+		c.out.add(bucketKey{invariant: M1, userID: user, fault: fault}, 0, m)
+	}
+	if r.PaymentID == nil {
+		add(o.UserID, faultPaidNoPayment)
+		return
+	}
+	if o.Status != "paid" {
+		add(*r.PaymentUserID, fmt.Sprintf(faultPaymentState, o.Status))
+	}
+	if *r.PaymentCents != o.AmountCents {
+		add(*r.PaymentUserID, faultPaymentAmount)
+	}
+	if *r.PaymentUserID != o.UserID {
+		add(*r.PaymentUserID, faultPaymentUser)
+	}
+}
+
+// paidTwice lists orders with more than one payment or more than one debit.
+func (c *checker) paidTwice() error {
 	var twice []paymentRow
 	if err := c.scan(&twice, `SELECT `+paymentCols+`
 FROM payments p JOIN (SELECT order_no FROM payments GROUP BY order_no HAVING COUNT(*) > 1) d ON d.order_no = p.order_no
@@ -135,74 +288,16 @@ ORDER BY p.user_id, p.order_no, p.id`); err != nil {
 	for _, p := range twice {
 		c.out.add(bucketKey{invariant: M1, userID: p.UserID, fault: faultPaidTwice}, 0, p.row())
 	}
-
-	var ops []orderPaymentRow
-	if err := c.scan(&ops, `SELECT `+orderCols+`,
-  p.id AS payment_id, p.request_id, p.user_id AS payment_user_id, p.amount_cents AS payment_cents
-FROM orders o LEFT JOIN payments p ON p.order_no = o.order_no
-WHERE (o.status = 'paid' AND p.id IS NULL)
-   OR (p.id IS NOT NULL AND (o.status <> 'paid' OR p.amount_cents <> o.amount_cents OR p.user_id <> o.user_id))
-ORDER BY o.user_id, o.id`); err != nil {
+	var debits []walletLedgerRow
+	if err := c.scan(&debits, `SELECT l.id, l.user_id, l.delta, l.reason, l.ref
+FROM wallet_ledger l JOIN (
+  SELECT ref FROM wallet_ledger WHERE reason = 'payment' GROUP BY ref HAVING COUNT(*) > 1
+) d ON d.ref = l.ref
+WHERE l.reason = 'payment' ORDER BY l.user_id, l.ref, l.id`); err != nil {
 		return err
 	}
-	for _, r := range ops {
-		o := r.Order
-		m := o.row()
-		m["payment_id"], m["request_id"], m["payment_user_id"], m["payment_cents"] = r.PaymentID, r.RequestID, r.PaymentUserID, r.PaymentCents
-		add := func(user int64, fault string) {
-			c.out.add(bucketKey{invariant: M1, userID: user, fault: fault}, 0, m)
-		}
-		if r.PaymentID == nil {
-			add(o.UserID, faultPaidNoPayment)
-			continue
-		}
-		if o.Status != "paid" {
-			add(*r.PaymentUserID, fmt.Sprintf(faultPaymentState, o.Status))
-		}
-		if *r.PaymentCents != o.AmountCents {
-			add(*r.PaymentUserID, faultPaymentAmount)
-		}
-		if *r.PaymentUserID != o.UserID {
-			add(*r.PaymentUserID, faultPaymentUser)
-		}
-	}
-
-	var orphans []paymentRow
-	if err := c.scan(&orphans, `SELECT `+paymentCols+`
-FROM payments p LEFT JOIN orders o ON o.order_no = p.order_no
-WHERE o.id IS NULL ORDER BY p.user_id, p.id`); err != nil {
-		return err
-	}
-	for _, p := range orphans {
-		c.out.add(bucketKey{invariant: M1, userID: p.UserID, fault: faultPaymentOrphan}, 0, p.row())
-	}
-
-	var debits []paymentLedgerRow
-	if err := c.scan(&debits, `SELECT `+paymentCols+`,
-  l.id AS ledger_id, l.user_id AS ledger_user_id, l.delta AS ledger_delta
-FROM payments p LEFT JOIN wallet_ledger l ON l.reason = 'payment' AND l.ref = p.order_no
-WHERE l.id IS NULL OR l.delta <> -p.amount_cents OR l.user_id <> p.user_id
-ORDER BY p.user_id, p.id`); err != nil {
-		return err
-	}
-	for _, d := range debits {
-		m := d.Payment.row()
-		m["ledger_id"], m["ledger_user_id"], m["ledger_delta"] = d.LedgerID, d.LedgerUserID, d.LedgerDelta
-		fault := faultBadDebit
-		if d.LedgerID == nil {
-			fault = faultNoDebit
-		}
-		c.out.add(bucketKey{invariant: M1, userID: d.Payment.UserID, fault: fault}, 0, m)
-	}
-
-	var stray []walletLedgerRow
-	if err := c.scan(&stray, `SELECT l.id, l.user_id, l.delta, l.reason, l.ref
-FROM wallet_ledger l LEFT JOIN payments p ON p.order_no = l.ref
-WHERE l.reason = 'payment' AND p.id IS NULL ORDER BY l.user_id, l.id`); err != nil {
-		return err
-	}
-	for _, l := range stray {
-		c.out.add(bucketKey{invariant: M1, userID: l.UserID, fault: faultDebitOrphan}, 0, map[string]any{
+	for _, l := range debits {
+		c.out.add(bucketKey{invariant: M1, userID: l.UserID, fault: faultDebitTwice}, 0, map[string]any{
 			"ledger_id": l.ID, "user_id": l.UserID, "delta": l.Delta, "reason": l.Reason, "ref": l.Ref,
 		})
 	}

@@ -17,13 +17,13 @@ import (
 // backends are the databases every test runs against.
 var backends = []struct {
 	name string
-	open func(t *testing.T) *gorm.DB
+	open func(t testing.TB) *gorm.DB
 }{
-	{"mysql", func(t *testing.T) *gorm.DB { return openDB(t, testenv.MySQL(t), "") }},
-	{"sqlite", func(t *testing.T) *gorm.DB { return openDB(t, "", filepath.Join(t.TempDir(), "shop.db")) }},
+	{"mysql", func(t testing.TB) *gorm.DB { return openDB(t, testenv.MySQL(t), "") }},
+	{"sqlite", func(t testing.TB) *gorm.DB { return openDB(t, "", filepath.Join(t.TempDir(), "shop.db")) }},
 }
 
-func openDB(t *testing.T, dsn, path string) *gorm.DB {
+func openDB(t testing.TB, dsn, path string) *gorm.DB {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
