@@ -94,7 +94,7 @@ func newLogger(c platform.Config, w io.Writer) *slog.Logger {
 
 // backends opens the database (migrated) and Redis of a configuration.
 func backends(ctx context.Context, c platform.Config, log *slog.Logger) (*platform.DB, *platform.Redis, error) {
-	db, err := platform.OpenDB(ctx, c.MySQLDSN, c.SQLitePath, log)
+	db, err := platform.OpenDBPool(ctx, c.MySQLDSN, c.SQLitePath, c.DBMaxConns, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -60,6 +60,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	svc.products.Start(bg)
 	go svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout)
 
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return fmt.Errorf("SHOP_ADDR: listen on %s: %w", c.Addr, err)
+	}
+	self := httpapi.SelfURL(ln.Addr())
 	handler := httpapi.New(httpapi.Deps{
 		Log:      log,
 		Registry: reg,
@@ -69,15 +74,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			"redis":    httpapi.PingFunc(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }),
 		},
 		AdminToken: c.AdminToken, AuthSecret: c.AuthSecret, TokenTTL: c.TokenTTL, DemoLogin: c.DemoLogin,
-		Products: svc.products, Orders: svc.orders, Idem: svc.idem, Tokens: svc.tokens,
+		Products: svc.products, Orders: svc.orders, Payments: svc.payments, Idem: svc.idem, Tokens: svc.tokens,
 		Audit:         svc.audit,
 		NoIdempotency: c.LabNoIdempotency,
+		LabRoutes:     c.LabRoutes, LabSwitches: c.Lab(), Background: bg,
+		SelfURL: func() string { return self },
 	})
 
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return fmt.Errorf("SHOP_ADDR: listen on %s: %w", c.Addr, err)
-	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	log.Info("listening", "addr", ln.Addr().String(), "version", Version, "stock_strategy", c.StockStrategy)
 

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/order"
+	"github.com/seckill-lab/shop/internal/payment"
 	"github.com/seckill-lab/shop/internal/platform"
 )
 
@@ -21,6 +22,7 @@ type services struct {
 	locks    *lockx.Client
 	products *inventory.Service
 	orders   *order.Service
+	payments *payment.Service
 	idem     *idem.Store
 	tokens   *idem.Tokens
 }
@@ -36,8 +38,10 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	}, inventory.NewMetrics(reg), log)
 	markers := idem.NewMarkers(rdb, c.RedisPrefix+"done:", c.IdemRetention)
 	orders := order.New(db.DB, products, markers, order.Config{NoIdempotency: c.LabNoIdempotency}, order.NewMetrics(reg), log)
+	payments := payment.New(db.DB, locks, payment.Config{LockTTL: c.LockTTL, LockWait: c.LockWait, SlowPayment: c.LabSlowPayment},
+		payment.NewMetrics(reg), log)
 	return &services{
-		db: db, locks: locks, products: products, orders: orders,
+		db: db, locks: locks, products: products, orders: orders, payments: payments,
 		idem:   idem.NewStore(rdb, idem.StoreOptions{Prefix: c.RedisPrefix + "idem:", Lease: c.IdemLease, Retention: c.IdemRetention, Metrics: idemMetrics}),
 		tokens: idem.NewTokens(rdb, c.RedisPrefix+"form:", 5*time.Minute).WithMetrics(idemMetrics),
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/order"
+	"github.com/seckill-lab/shop/internal/payment"
 )
 
 // maxID keeps ids safe in JavaScript (API.md: below 2^53).
@@ -25,6 +26,7 @@ type api struct {
 	auth      *authn
 	products  *inventory.Service
 	orders    *order.Service
+	payments  *payment.Service
 	idem      *idem.Store
 	tokens    *idem.Tokens
 	audit     func(ctx context.Context, o audit.Options) (audit.Report, error)

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/order"
+	"github.com/seckill-lab/shop/internal/payment"
 )
 
 // Problem is an RFC 9457 problem details body. Code is the stable
@@ -93,6 +94,10 @@ var errorTable = []struct {
 	{lockx.ErrNotObtained, "busy"},
 	{order.ErrInvalidState, "invalid_state"},
 	{audit.ErrNotFound, "not_found"},
+	{payment.ErrInsufficientFunds, "insufficient_funds"},
+	{payment.ErrAlreadyPaid, "already_paid"},
+	{payment.ErrBusy, "busy"},
+	{payment.ErrRequestMismatch, "idempotency_key_reused"},
 }
 
 // problemFor decides the problem for err: an apiError, a mapped domain error,

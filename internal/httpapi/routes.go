@@ -12,6 +12,8 @@ func routes(r *gin.Engine, d Deps, a *api, metrics http.Handler) {
 	r.GET("/readyz", readyz(d.Ready))
 	r.GET("/metrics", gin.WrapH(metrics))
 	r.GET("/openapi.json", openAPI)
+	r.GET("/", demoPage())
+	r.GET("/assets/:file", demoPage())
 
 	v1 := r.Group("/api/v1")
 	v1.POST("/auth/token", a.issueToken)
@@ -24,10 +26,19 @@ func routes(r *gin.Engine, d Deps, a *api, metrics http.Handler) {
 	user.GET("/orders", a.listOrders)
 	user.GET("/orders/:order_no", a.getOrder)
 	user.POST("/orders/:order_no/cancel", a.cancelOrder)
+	user.POST("/orders/:order_no/pay", a.payOrder)
+	user.GET("/wallet", a.getWallet)
 	user.POST("/form-tokens", a.issueFormToken)
 
 	admin := v1.Group("/admin", a.auth.adminOnly())
 	admin.POST("/products", a.createProduct)
 	admin.POST("/products/:id/restock", a.restock)
+	admin.POST("/wallets/:user_id/credit", a.creditWallet)
 	admin.GET("/audit", a.runAudit)
+	if d.LabRoutes {
+		l := newLab(a, d)
+		admin.GET("/lab/info", l.info)
+		admin.POST("/lab/races", l.startRace)
+		admin.GET("/lab/races/:race_id", l.raceProgress)
+	}
 }

@@ -31,6 +31,7 @@ type Config struct {
 	Addr          string
 	MySQLDSN      string
 	SQLitePath    string
+	DBMaxConns    int
 	RedisURL      string
 	RedisMaster   string // Sentinel master name, with a comma-separated RedisURL
 	RedisPrefix   string
@@ -96,6 +97,14 @@ func boolean(p func(*Config) *bool) func(*Config, string) error {
 var settings = []setting{
 	{"addr", "SHOP_ADDR", ":8080", "HTTP listen address", str(func(c *Config) *string { return &c.Addr })},
 	{"mysql-dsn", "SHOP_MYSQL_DSN", "", "MySQL/MariaDB DSN (go-sql-driver form); empty: embedded SQLite", str(func(c *Config) *string { return &c.MySQLDSN })},
+	{"db-max-conns", "SHOP_DB_MAX_CONNS", "20", "MySQL connection pool size of this instance", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return fmt.Errorf("must be an integer between 1 and 1000, got %q", v)
+		}
+		c.DBMaxConns = n
+		return nil
+	}},
 	{"sqlite-path", "SHOP_SQLITE_PATH", "./shop.db", "SQLite file used when no MySQL DSN is set (demo only)", str(func(c *Config) *string { return &c.SQLitePath })},
 	{"redis-url", "SHOP_REDIS_URL", "", "redis://host:port/db, or host:port,host:port for Cluster/Sentinel; empty: in-process Redis", str(func(c *Config) *string { return &c.RedisURL })},
 	{"redis-master", "SHOP_REDIS_MASTER", "", "Sentinel master name (with an address list in SHOP_REDIS_URL)", str(func(c *Config) *string { return &c.RedisMaster })},

@@ -28,6 +28,11 @@ type DB struct {
 
 // OpenDB opens MySQL/MariaDB when dsn is set, else the SQLite file at path.
 func OpenDB(ctx context.Context, dsn, path string, log *slog.Logger) (*DB, error) {
+	return OpenDBPool(ctx, dsn, path, 20, log)
+}
+
+// OpenDBPool is OpenDB with the MySQL pool size given (SHOP_DB_MAX_CONNS).
+func OpenDBPool(ctx context.Context, dsn, path string, maxConns int, log *slog.Logger) (*DB, error) {
 	cfg := &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true, NowFunc: func() time.Time { return time.Now().UTC() }}
 	if dsn != "" {
 		norm, err := normalizeMySQLDSN(dsn)
@@ -42,8 +47,8 @@ func OpenDB(ctx context.Context, dsn, path string, log *slog.Logger) (*DB, error
 		if err != nil {
 			return nil, err
 		}
-		sqlDB.SetMaxOpenConns(50)
-		sqlDB.SetMaxIdleConns(50)
+		sqlDB.SetMaxOpenConns(maxConns)
+		sqlDB.SetMaxIdleConns(maxConns)
 		sqlDB.SetConnMaxLifetime(5 * time.Minute)
 		if err := sqlDB.PingContext(ctx); err != nil {
 			_ = sqlDB.Close()

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/shop/internal/idem"
+	"github.com/seckill-lab/shop/internal/payment"
+)
+
+// --- wallet and payment ---
+
+type walletView struct {
+	UserID       int64 `json:"user_id"`
+	BalanceCents int64 `json:"balance_cents"`
+}
+
+func walletOf(w payment.Wallet) walletView {
+	return walletView{UserID: w.UserID, BalanceCents: w.BalanceCents}
+}
+
+func (a *api) getWallet(c *gin.Context) {
+	w, err := a.payments.Wallet(c.Request.Context(), who(c).UserID)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, walletOf(w))
+}
+
+type creditRequest struct {
+	AmountCents *int64 `json:"amount_cents"`
+}
+
+func (r creditRequest) validate() map[string]string {
+	switch {
+	case r.AmountCents == nil:
+		return map[string]string{"amount_cents": "required"}
+	case *r.AmountCents < 1 || *r.AmountCents > payment.MaxCreditCents:
+		return map[string]string{"amount_cents": "must be between 1 and 1000000000"}
+	}
+	return nil
+}
+
+func (a *api) creditWallet(c *gin.Context) {
+	ir, err := readIdemHeaders(c, idemMode{required: true})
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var req creditRequest
+	if err := decode(c, &req, false); err != nil {
+		writeError(c, err)
+		return
+	}
+	id, err := pathID(c, "user_id")
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
+		hash, _ := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+		w, replayed, err := a.payments.Credit(ctx, id, *req.AmountCents, payment.CreditRef(who(c).String(), id, ir.key), hash)
+		if err != nil {
+			return response{}, err
+		}
+		r := jsonResponse(http.StatusOK, walletOf(w), "")
+		if replayed {
+			r.header[idem.HeaderReplayed] = "true"
+		}
+		return r, nil
+	})
+}
+
+func (a *api) payOrder(c *gin.Context) {
+	ir, err := readIdemHeaders(c, idemMode{required: true})
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var req struct{}
+	if err := decode(c, &req, true); err != nil {
+		writeError(c, err)
+		return
+	}
+	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
+		hash, _ := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+		res, err := a.payments.Pay(ctx, payment.PayRequest{UserID: who(c).UserID, OrderNo: c.Param("order_no"), Key: ir.key, RequestHash: hash})
+		if err != nil {
+			return response{}, err
+		}
+		r := jsonResponse(http.StatusOK, orderOf(res.Order), "")
+		if res.Replayed {
+			r.header[idem.HeaderReplayed] = "true"
+		}
+		return r, nil
+	})
+}
