@@ -172,6 +172,7 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 // makes a retried restock add nothing the second time.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (Product, error) {
 	var out Product
+	added := false
 	err := s.locked(ctx, id, func(ctx context.Context, fence int64) error {
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := tx.Take(&out, id).Error; err != nil {
@@ -195,13 +196,16 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (
 			if res.Error != nil {
 				return res.Error
 			}
+			added = true
 			return tx.Take(&out, id).Error
 		})
 	})
 	if err != nil {
 		return out, err
 	}
-	s.gateAdd(ctx, id, quantity)
+	if added { // a repeated restock added nothing: the gate must not grow either
+		s.gateAdd(ctx, id, quantity)
+	}
 	s.soldOut.clear(ctx, id)
 	return out, nil
 }

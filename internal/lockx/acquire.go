@@ -42,9 +42,12 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 		return reenter(ctx, e, parent, ttl, o)
 	}
 
+	if err := ctx.Err(); err != nil {
+		return nil, giveUp(cfg, k, time.Now(), ctx, nil, false)
+	}
 	start := time.Now()
 	token := rand.Text()
-	l, a, err := tryOnce(ctx, e, k, token, ttl, o)
+	l, a, err := tryOnce(ctx, ctx, e, k, token, ttl, o)
 	if l != nil {
 		cfg.m.acquired(resultObtained, time.Since(start))
 		return l, nil
@@ -74,39 +77,78 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 	defer func() {
 		cfg.m.waited(time.Since(start), retries)
 	}()
+	// Attempts run in their own goroutine so that Acquire returns as soon as
+	// ctx ends or the wait is over, even with Redis slow to answer; an attempt
+	// left behind releases whatever it obtained.
+	type result struct {
+		l   *Lock
+		a   attempt
+		err error
+	}
+	results := make(chan result, 1)
+	inFlight, again := false, false
+	abandon := func() {
+		if !inFlight {
+			return
+		}
+		go func() {
+			if r := <-results; r.l != nil {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+				defer cancel()
+				_ = r.l.Release(rctx)
+			}
+		}()
+	}
 	for {
 		select {
 		case <-waitCtx.Done():
+			abandon()
 			return nil, giveUp(cfg, k, start, ctx, lastErr, true)
 		case <-e.done():
+			abandon()
 			cfg.m.acquired(resultError, time.Since(start))
 			return nil, ErrClosed
 		case <-ready:
 			ready = nil
 		case <-w.notify:
 		case <-retry.C:
+		case r := <-results:
+			inFlight = false
+			if r.l != nil {
+				obtained = true
+				cfg.m.acquired(resultObtained, time.Since(start))
+				return r.l, nil
+			}
+			if r.err == nil || waitCtx.Err() == nil {
+				lastErr = r.err
+			}
+			if !again {
+				retry.Reset(bo.after(r.a, r.err))
+				continue
+			}
 		}
+		if inFlight {
+			// A wake-up during an attempt: the attempt may predate the
+			// release, so go again as soon as it is back.
+			again = true
+			continue
+		}
+		again = false
 		retries++
-		l, a, err = tryOnce(waitCtx, e, k, token, ttl, o)
-		if l != nil {
-			obtained = true
-			cfg.m.acquired(resultObtained, time.Since(start))
-			return l, nil
-		}
-		if ctx.Err() != nil {
-			return nil, giveUp(cfg, k, start, ctx, lastErr, true)
-		}
-		if err == nil || waitCtx.Err() == nil {
-			lastErr = err
-		}
-		retry.Reset(bo.after(a, err))
+		inFlight = true
+		// The attempt is bounded by the wait; the hold, once obtained, lives
+		// under ctx (waitCtx is cancelled when Acquire returns).
+		go func() {
+			l, a, err := tryOnce(waitCtx, ctx, e, k, token, ttl, o)
+			results <- result{l, a, err}
+		}()
 	}
 }
 
 // tryOnce runs one attempt. A hold obtained while the caller's ctx ended, or
 // an attempt whose outcome is unknown (transport error), is released again so
-// that no key outlives the call.
-func tryOnce(ctx context.Context, e engine, k keySet, token string, ttl time.Duration, o AcquireOptions) (*Lock, attempt, error) {
+// that no key outlives the call. The Lock's context derives from holdCtx.
+func tryOnce(ctx, holdCtx context.Context, e engine, k keySet, token string, ttl time.Duration, o AcquireOptions) (*Lock, attempt, error) {
 	start := time.Now()
 	a, err := e.tryAcquire(ctx, k, token, ttl, false)
 	if err != nil {
@@ -125,7 +167,7 @@ func tryOnce(ctx context.Context, e engine, k keySet, token string, ttl time.Dur
 	}
 	cfg := e.conf()
 	ls := newLease(cfg, k.user, ttl, start, start.Add(ttl-cfg.drift(ttl)))
-	return newLock(ctx, e, k, token, a.fence, ttl, 1, ls, o), a, nil
+	return newLock(holdCtx, e, k, token, a.fence, ttl, 1, ls, o), a, nil
 }
 
 func cleanup(ctx context.Context, e engine, k keySet, token string) {
@@ -194,16 +236,12 @@ func reenter(ctx context.Context, e engine, parent *Lock, ttl time.Duration, o A
 }
 
 func newLock(ctx context.Context, e engine, k keySet, token string, fence int64, ttl time.Duration, depth int, ls *lease, o AcquireOptions) *Lock {
-	lctx, cancel := context.WithCancelCause(ctx)
 	l := &Lock{
 		eng: e, keys: k, token: token, fence: fence, ttl: ttl, depth: depth,
-		lease: ls, cancel: cancel, onRenew: o.OnRenew,
-	}
-	l.ctx = WithLock(lctx, l)
-	if !ls.attach(l) {
-		cancel(fmt.Errorf("%w: %q was lost", ErrNotHeld, k.user))
+		lease: ls, parent: ctx, onRenew: o.OnRenew,
 	}
 	if o.Watchdog {
+		l.Context() // the watchdog runs until it ends
 		l.wdDone = make(chan struct{})
 		go l.watchdog()
 	}
