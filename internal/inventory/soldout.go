@@ -56,10 +56,16 @@ func (c *soldOutCache) remember(id int64) {
 	c.mu.Unlock()
 }
 
-// mark is called only by a holder of the product's lock that saw stock 0,
-// so it cannot overtake a restock's clear (which holds the same lock).
+// flagTTL bounds how long a stale flag can turn buyers away. Under the
+// safe strategy the flag is set by a holder of the product's lock, so it
+// cannot overtake a restock's or a return's clear (they hold the same lock);
+// the lock-free lab strategies can set it late, and the TTL caps the damage.
+// A sold-out product re-marks itself on the first request after expiry.
+const flagTTL = 10 * time.Second
+
+// mark records that the product was seen with no stock.
 func (c *soldOutCache) mark(ctx context.Context, id int64) {
-	c.rdb.Set(ctx, c.key(id), "1", time.Hour)
+	c.rdb.Set(ctx, c.key(id), "1", flagTTL)
 	c.remember(id)
 }
 

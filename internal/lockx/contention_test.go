@@ -188,12 +188,12 @@ func TestContentionInProcess(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			h := contend(rdb, prefix, "k", 25, 2, time.Now())
+			h := contend(rdb, prefix, "k", 25, 1, time.Now())
 			mu.Lock()
 			holds = append(holds, h...)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	checkHolds(t, holds, 2*25*2)
+	checkHolds(t, holds, 2*25)
 }

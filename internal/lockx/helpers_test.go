@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,11 +20,51 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
+	redis.SetLogger(quietRedisLog{}) // tests kill servers on purpose
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		if leaked := leakedGoroutines(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines left behind by lockx after all tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines waits up to d for every goroutine started by lockx (or by
+// go-redis pub/sub on its behalf) to end, and returns the stacks of the rest.
+// Every test closes its Clients and releases its Locks, so none may remain.
+func leakedGoroutines(d time.Duration) string {
+	marks := []string{"lockx.(*Lock).watchdog", "lockx.(*hub).loop", "lockx.(*Redlock).watch", "lockx.cleanup", "(*channel).initAllChan", "(*channel).initHealthCheck"}
+	deadline := time.Now().Add(d)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			for _, m := range marks {
+				if strings.Contains(g, m) {
+					leaked = append(leaked, g)
+					break
+				}
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 const defaultRedisURL = "redis://127.0.0.1:6379/0"
@@ -164,7 +205,7 @@ func (s *redisServer) resume() {
 
 func (s *redisServer) client(tb testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.addr(), DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+		ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1, DialerRetries: 1})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }

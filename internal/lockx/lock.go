@@ -18,10 +18,15 @@ type Lock struct {
 	ttl     time.Duration
 	depth   int
 	lease   *lease
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	parent  context.Context // the ctx given to Acquire
 	onRenew func(time.Time)
 	wdDone  chan struct{} // closed when the watchdog exits; nil without one
+
+	// Context is built on first use (most holds never ask for it).
+	ctxMu    sync.Mutex
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	endCause error // why the hold ended, if it did before ctx was built
 
 	relMu    sync.Mutex
 	released bool
@@ -55,13 +60,42 @@ func (l *Lock) ValidUntil() time.Time { return l.lease.until() }
 // Lost is closed once the hold is known or presumed gone without Release: a
 // renewal or Refresh found another owner or no key, Release found it gone, or
 // ValidUntil passed without renewal.
-func (l *Lock) Lost() <-chan struct{} { return l.lease.lost }
+func (l *Lock) Lost() <-chan struct{} { return l.lease.lostChan() }
 
 // Context is cancelled when the lock is lost (cause wraps ErrNotHeld), when
 // this Lock is released (cause ErrReleased) or when the ctx given to Acquire
 // ends. It carries the Lock, so an Acquire of the same key under it re-enters.
 // Do the protected work under it, and check it right before each write.
-func (l *Lock) Context() context.Context { return l.ctx }
+func (l *Lock) Context() context.Context {
+	l.ctxMu.Lock()
+	if l.ctx != nil {
+		defer l.ctxMu.Unlock()
+		return l.ctx
+	}
+	lctx, cancel := context.WithCancelCause(l.parent)
+	l.ctx, l.cancel = WithLock(lctx, l), cancel
+	ended := l.endCause
+	l.ctxMu.Unlock()
+	if ended != nil {
+		cancel(ended)
+	} else if cause := l.lease.attach(l); cause != nil {
+		cancel(cause)
+	}
+	return l.ctx
+}
+
+// end cancels Context with cause, or remembers cause for when it is built.
+func (l *Lock) end(cause error) {
+	l.ctxMu.Lock()
+	if l.endCause == nil {
+		l.endCause = cause
+	}
+	cancel := l.cancel
+	l.ctxMu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
 
 // WithLock returns a ctx under which Acquire of l's key on the same Client or
 // Redlock re-enters l instead of waiting for itself.
@@ -123,7 +157,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: %q already released", ErrNotHeld, l.keys.user)
 	}
-	l.cancel(ErrReleased)
+	l.end(ErrReleased)
 	if l.wdDone != nil {
 		<-l.wdDone // no renewal may follow the release
 	}
@@ -133,7 +167,6 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("lockx: release %q: %w", l.keys.user, err)
 	}
 	l.released = true
-	l.lease.detach(l)
 	switch {
 	case n < 0:
 		err := fmt.Errorf("%w: %q expired or taken over before release", ErrNotHeld, l.keys.user)
@@ -162,19 +195,20 @@ func (l *Lock) isReleased() bool {
 // lost when its validity runs out.
 func (l *Lock) watchdog() {
 	defer close(l.wdDone)
+	ctx := l.Context()
 	cfg := l.eng.conf()
 	interval := l.ttl / 3
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-l.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		start := time.Now()
-		held, err := l.eng.refresh(l.ctx, l.keys, l.token, l.ttl)
-		if l.ctx.Err() != nil {
+		held, err := l.eng.refresh(ctx, l.keys, l.token, l.ttl)
+		if ctx.Err() != nil {
 			return
 		}
 		next := interval
@@ -200,7 +234,9 @@ func (l *Lock) watchdog() {
 }
 
 // lease is the state shared by a first entry and its re-entries: validity,
-// the Lost channel and the contexts to cancel on loss.
+// the Lost channel and the contexts to cancel on loss. The expiry timer and
+// the Lost channel exist only once someone watches (Lost, Context, watchdog);
+// otherwise expiry is noticed on the next call that asks (isLost).
 type lease struct {
 	cfg        *config
 	key        string
@@ -211,19 +247,15 @@ type lease struct {
 	valid   time.Time
 	timer   *time.Timer
 	lost    chan struct{}
-	gone    bool // lost
-	ended   bool // released for good
-	holders map[*Lock]struct{}
+	cause   error // why it was lost
+	gone    bool  // lost
+	ended   bool  // released for good
+	holders []*Lock
 }
 
 func newLease(cfg *config, key string, ttl time.Duration, acquiredAt, validUntil time.Time) *lease {
-	s := &lease{
-		cfg: cfg, key: key, ttl: ttl, acquiredAt: acquiredAt, valid: validUntil,
-		lost: make(chan struct{}), holders: make(map[*Lock]struct{}, 1),
-	}
-	s.timer = time.AfterFunc(time.Until(validUntil), s.expire)
 	cfg.m.heldInc()
-	return s
+	return &lease{cfg: cfg, key: key, ttl: ttl, acquiredAt: acquiredAt, valid: validUntil}
 }
 
 func (s *lease) until() time.Time {
@@ -232,10 +264,41 @@ func (s *lease) until() time.Time {
 	return s.valid
 }
 
+// isLost reports whether the hold is lost, declaring it so when its validity
+// has passed.
 func (s *lease) isLost() bool {
 	s.mu.Lock()
+	gone, expired := s.gone, !s.gone && !s.ended && !time.Now().Before(s.valid)
+	s.mu.Unlock()
+	if expired {
+		s.markLost(s.expiredErr())
+		return true
+	}
+	return gone
+}
+
+func (s *lease) expiredErr() error {
+	return fmt.Errorf("%w: %q validity passed without renewal", ErrNotHeld, s.key)
+}
+
+func (s *lease) lostChan() <-chan struct{} {
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.gone
+	if s.lost == nil {
+		s.lost = make(chan struct{})
+		if s.gone {
+			close(s.lost)
+		}
+	}
+	s.armLocked()
+	return s.lost
+}
+
+// armLocked starts the expiry timer if nobody has yet. s.mu held.
+func (s *lease) armLocked() {
+	if s.timer == nil && !s.gone && !s.ended {
+		s.timer = time.AfterFunc(time.Until(s.valid), s.expire)
+	}
 }
 
 // setUntil moves the validity to t (only forward when onlyLater).
@@ -246,7 +309,9 @@ func (s *lease) setUntil(t time.Time, onlyLater bool) {
 		return
 	}
 	s.valid = t
-	s.timer.Reset(time.Until(t))
+	if s.timer != nil {
+		s.timer.Reset(time.Until(t))
+	}
 }
 
 func (s *lease) expire() {
@@ -256,23 +321,20 @@ func (s *lease) expire() {
 	if early { // Reset raced with the firing timer
 		return
 	}
-	s.markLost(fmt.Errorf("%w: %q validity passed without renewal", ErrNotHeld, s.key))
+	s.markLost(s.expiredErr())
 }
 
-func (s *lease) attach(l *Lock) bool {
+// attach registers l for cancellation on loss; it returns the loss cause if
+// the lease is already lost.
+func (s *lease) attach(l *Lock) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gone || s.ended {
-		return false
+	if s.gone {
+		return s.cause
 	}
-	s.holders[l] = struct{}{}
-	return true
-}
-
-func (s *lease) detach(l *Lock) {
-	s.mu.Lock()
-	delete(s.holders, l)
-	s.mu.Unlock()
+	s.holders = append(s.holders, l)
+	s.armLocked()
+	return nil
 }
 
 func (s *lease) markLost(cause error) {
@@ -281,20 +343,24 @@ func (s *lease) markLost(cause error) {
 		s.mu.Unlock()
 		return
 	}
-	s.gone = true
-	s.timer.Stop()
-	close(s.lost)
-	holders := make([]*Lock, 0, len(s.holders))
-	for l := range s.holders {
-		holders = append(holders, l)
+	s.gone, s.cause = true, cause
+	if s.timer != nil {
+		s.timer.Stop()
 	}
+	holders := s.holders
+	s.holders = nil
+	lost := s.lost
 	s.mu.Unlock()
+	// Contexts first, so whoever sees Lost closed also sees them cancelled.
+	for _, l := range holders {
+		l.end(cause)
+	}
+	if lost != nil {
+		close(lost)
+	}
 	s.cfg.m.lostLock()
 	s.cfg.m.holdEnded(time.Since(s.acquiredAt), s.ttl)
 	s.cfg.log.Warn("lockx: lock lost", "key", s.key, "cause", cause)
-	for _, l := range holders {
-		l.cancel(cause)
-	}
 }
 
 func (s *lease) end() {
@@ -304,7 +370,10 @@ func (s *lease) end() {
 		return
 	}
 	s.ended = true
-	s.timer.Stop()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.holders = nil
 	s.mu.Unlock()
 	s.cfg.m.holdEnded(time.Since(s.acquiredAt), s.ttl)
 }

@@ -175,7 +175,7 @@ func TestWaitIsWokenByRelease(t *testing.T) {
 	}
 	got := make(chan res, 1)
 	go func() {
-		l, err := c.Acquire(bg, "k", AcquireOptions{TTL: 5 * time.Second, Wait: 5 * time.Second})
+		l, err := c.Acquire(bg, "k", AcquireOptions{TTL: 600 * time.Millisecond, Wait: 5 * time.Second, Watchdog: true})
 		got <- res{l, err, time.Now()}
 	}()
 	eventually(t, 2*time.Second, "waiter subscribed", func() bool {
@@ -193,6 +193,15 @@ func TestWaitIsWokenByRelease(t *testing.T) {
 	}
 	if c.hub.wakeups.Load() == 0 {
 		t.Fatal("no pub/sub wake-up was delivered")
+	}
+	// A hold obtained after waiting lives under the caller's ctx, not under
+	// the (finished) wait: its Context is live and its watchdog keeps it.
+	if err := r.l.Context().Err(); err != nil {
+		t.Fatalf("Context of a waited-for Lock is done: %v", context.Cause(r.l.Context()))
+	}
+	time.Sleep(time.Second)
+	if rdb.HGet(bg, r.l.RedisKey(), r.l.Token()).Val() != "1" || r.l.Context().Err() != nil {
+		t.Fatal("watchdog of a waited-for Lock did not keep it")
 	}
 	mustNoErr(t, r.l.Release(bg), "release")
 }
@@ -263,6 +272,42 @@ func TestCancelWhileWaitingReturnsPromptly(t *testing.T) {
 	if fields := rdb.HKeys(bg, holder.RedisKey()).Val(); len(fields) != 2 {
 		t.Fatalf("lock hash fields = %v, want only the holder and #fence", fields)
 	}
+	mustNoErr(t, holder.Release(bg), "release")
+}
+
+// TestCancelWhileRedisHangs: the waiter's attempt is stuck on a paused
+// Redis when ctx is cancelled; Acquire still returns at once.
+func TestCancelWhileRedisHangs(t *testing.T) {
+	t.Parallel()
+	srv := startRedisServer(t)
+	rdb := srv.client(t)
+	c := newTestClient(t, rdb, Options{MinBackoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	holder, err := c.Acquire(bg, "k", AcquireOptions{TTL: 30 * time.Second})
+	mustNoErr(t, err, "acquire")
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, "k", AcquireOptions{TTL: 30 * time.Second, Wait: 20 * time.Second})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	srv.pause()
+	time.Sleep(100 * time.Millisecond) // an attempt is now waiting for a reply
+	cancelled := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if d := time.Since(cancelled); d > 50*time.Millisecond {
+			t.Fatalf("returned %v after cancel", d)
+		}
+		if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(500 * time.Millisecond):
+		srv.resume()
+		t.Fatal("Acquire blocked on a hung Redis after cancel")
+	}
+	srv.resume()
 	mustNoErr(t, holder.Release(bg), "release")
 }
 

@@ -33,7 +33,7 @@ const (
 	DefaultPrefix      = "lock:"
 	DefaultTTL         = 30 * time.Second // Redisson's lockWatchdogTimeout
 	DefaultDriftFactor = 0.01             // the Redlock paper's clock drift allowance
-	DefaultMinBackoff  = 8 * time.Millisecond
+	DefaultMinBackoff  = 25 * time.Millisecond
 	DefaultMaxBackoff  = 512 * time.Millisecond
 	DefaultNodeTimeout = 50 * time.Millisecond
 )
@@ -69,7 +69,8 @@ type AcquireOptions struct {
 	// Watchdog renews the TTL every TTL/3 until the Lock is released, lost, or
 	// the ctx given to Acquire ends.
 	Watchdog bool
-	// OnRenew, if set, is called by the watchdog after each renewal.
+	// OnRenew, if set, is called by the watchdog after each renewal. It runs
+	// on the watchdog goroutine: keep it short and do not Release from it.
 	OnRenew func(validUntil time.Time)
 }
 

@@ -30,7 +30,9 @@ type Redlock struct {
 }
 
 // NewRedlock returns a Redlock over nodes (use an odd number, 3 or 5).
-// Metrics and Logger of o apply to the Redlock as a whole.
+// Metrics and Logger of o apply to the Redlock as a whole. Give the node
+// clients a short DialTimeout and few DialerRetries: Refresh and Release wait
+// for every node up to NodeTimeout, so a down node that fails fast costs less.
 func NewRedlock(nodes []redis.UniversalClient, o Options) *Redlock {
 	r := &Redlock{cfg: newConfig(o), quorum: len(nodes)/2 + 1, closed: make(chan struct{})}
 	for _, n := range nodes {
@@ -160,8 +162,8 @@ func (r *Redlock) tryAcquire(ctx context.Context, k keySet, token string, ttl ti
 		case ctx.Err() != nil:
 			return attempt{}, ctx.Err()
 		default:
-			return attempt{}, fmt.Errorf("lockx: redlock quorum not reached (%d of %d nodes, need %d): %w",
-				len(won), n, r.quorum, errors.Join(errs...))
+			return attempt{}, fmt.Errorf("lockx: redlock quorum unreachable (need %d of %d nodes, %d failed): %w",
+				r.quorum, n, failed, errors.Join(errs...))
 		}
 	}
 	if len(won) < r.quorum {

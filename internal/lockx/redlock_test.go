@@ -22,7 +22,7 @@ func startRedlock(t *testing.T, n int, o Options) (*Redlock, []*redisServer, []*
 		o.Prefix = "lock:"
 	}
 	if o.NodeTimeout == 0 {
-		o.NodeTimeout = 200 * time.Millisecond // generous: 2 busy cores under -race
+		o.NodeTimeout = 500 * time.Millisecond // generous: 2 busy cores under -race
 	}
 	r := NewRedlock(nodes, o)
 	t.Cleanup(func() { _ = r.Close() })
@@ -112,11 +112,15 @@ func TestRedlockWaitAndReentry(t *testing.T) {
 	if inner.Fence() != holder.Fence() || inner.Token() != holder.Token() {
 		t.Fatal("Redlock re-entry did not share the hold")
 	}
-	for i, c := range clients {
-		eventually(t, time.Second, "node "+itoa(i)+" counts 2 holds", func() bool {
-			return c.HGet(bg, holder.RedisKey(), holder.Token()).Val() == "2"
-		})
-	}
+	eventually(t, time.Second, "a majority of nodes counts 2 holds", func() bool {
+		n := 0
+		for _, c := range clients {
+			if c.HGet(bg, holder.RedisKey(), holder.Token()).Val() == "2" {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	got := make(chan error, 1)
 	go func() {
 		l, err := r.Acquire(bg, "k", AcquireOptions{TTL: time.Second, Wait: 5 * time.Second})

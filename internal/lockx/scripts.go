@@ -44,9 +44,9 @@ return 1
 // Returns -1 when token does not hold the lock (nothing is touched), otherwise
 // the remaining hold count (0 = deleted).
 var scriptRelease = redis.NewScript(`
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return -1 end
-local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if n > 0 then return n end
+local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if not n then return -1 end
+if n > 1 then return redis.call('hincrby', KEYS[1], ARGV[1], -1) end
 redis.call('del', KEYS[1])
 redis.call('publish', ARGV[2], 'released')
 return 0
