@@ -1,0 +1,602 @@
+// The demo page's behaviour: every call below is a plain fetch of the API in
+// API.md, so this file doubles as a worked example of a well-behaved client
+// (a fresh Idempotency-Key per user action, the same key on a retry, errors
+// read from problem+json).
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+
+// ---------- small helpers ----------
+
+// h builds an element; children are nodes or text (never parsed as HTML).
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const c of children) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+const money = (cents) => (cents < 0 ? '-' : '') + '$' + (Math.abs(cents) / 100).toFixed(2);
+const toCents = (s) => Math.round(parseFloat(s) * 100);
+const time = (iso) => (iso ? new Date(iso).toLocaleTimeString() : '');
+const short = (no) => (no.length > 14 ? no.slice(0, 6) + '…' + no.slice(-6) : no);
+
+// newKey makes an Idempotency-Key; getRandomValues works on plain http too.
+function newKey(prefix) {
+  const b = new Uint8Array(12);
+  crypto.getRandomValues(b);
+  return prefix + '-' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+const statusText = {
+  200: 'OK', 201: 'Created', 202: 'Accepted', 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required',
+  403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict', 413: 'Content Too Large',
+  422: 'Unprocessable Content', 500: 'Internal Server Error', 503: 'Service Unavailable',
+};
+
+// api calls the shop and never throws: the answer says ok, status, data (the
+// JSON body), problem (the problem+json body of an error) and replayed
+// (the Idempotent-Replayed header).
+async function api(method, path, { token, body, key } = {}) {
+  const headers = { Accept: 'application/json, application/problem+json' };
+  if (token) headers.Authorization = 'Bearer ' + token;
+  if (key) headers['Idempotency-Key'] = key;
+  const init = { method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    return { ok: false, status: 0, method, path, problem: { title: 'Network error', detail: 'the shop did not answer: ' + e.message } };
+  }
+  let data = null;
+  const text = await res.text();
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  const out = { ok: res.ok, status: res.status, method, path, key, data, replayed: res.headers.get('Idempotent-Replayed') === 'true' };
+  if (!res.ok) {
+    const isProblem = (res.headers.get('Content-Type') || '').includes('application/problem+json');
+    out.problem = isProblem && data ? data : { title: statusText[res.status] || 'HTTP ' + res.status, detail: text.slice(0, 200) };
+    if (res.status === 401 && token && token === state.userToken) logout('Your token is no longer valid: log in again.');
+  }
+  return out;
+}
+
+// show renders one answer into a result box: the status, the problem's title
+// and detail (and field errors), the replay note, and a success summary.
+function show(box, r, summary) {
+  box.replaceChildren();
+  box.className = 'result ' + (r.ok ? 'ok' : 'err');
+  const line = h('div', {}, h('span', { class: 'status' }, r.status ? r.status + ' ' + (statusText[r.status] || '') : 'no answer'), ' ');
+  if (r.ok) line.append(...[summary || 'done'].flat(Infinity));
+  else line.append(h('span', { class: 'title' }, r.problem.title || 'Error'));
+  box.append(line);
+  if (!r.ok) {
+    if (r.problem.detail) box.append(h('div', { class: 'detail' }, r.problem.detail));
+    if (r.problem.errors) {
+      box.append(h('ul', { class: 'fields' }, Object.entries(r.problem.errors).map(([f, m]) => h('li', {}, h('code', {}, f), ' ', m))));
+    }
+    if (r.problem.code) box.append(h('div', { class: 'route' }, 'code ', h('code', {}, r.problem.code)));
+  }
+  if (r.replayed) {
+    box.append(h('div', { class: 'replay', 'data-testid': 'replay' },
+      'Idempotent replay (Idempotent-Replayed: true): the shop answered from its stored result; nothing was done twice.'));
+  }
+  box.append(h('div', { class: 'route' }, r.method + ' ' + r.path + (r.key ? '  ·  Idempotency-Key ' + r.key : '')));
+}
+
+function showKey(el, key, what) {
+  el.replaceChildren();
+  if (key) el.append('Last ' + what + ' used Idempotency-Key ', h('code', {}, key));
+}
+
+// ---------- state ----------
+
+const state = {
+  userToken: sessionStorage.getItem('shop.userToken') || '',
+  userId: Number(sessionStorage.getItem('shop.userId')) || 0,
+  adminToken: sessionStorage.getItem('shop.adminToken') || '',
+  products: [],
+  lastOrder: null, // { key, body } of the last regular order
+  lastRestock: null,
+  lastCredit: null,
+  race: null, // race id being followed
+};
+
+// ---------- tabs ----------
+
+function route() {
+  const view = location.hash === '#operator' ? 'operator' : 'shopper';
+  for (const v of ['shopper', 'operator']) {
+    $('view-' + v).hidden = v !== view;
+    $('tab-' + v).setAttribute('aria-selected', String(v === view));
+  }
+}
+
+// ---------- shopper: login ----------
+
+function renderWho() {
+  const who = $('who');
+  who.replaceChildren();
+  if (state.userToken) who.append('shopping as ', h('b', {}, 'user ' + state.userId));
+  else who.append('not logged in');
+  $('logout-btn').hidden = !state.userToken;
+  $('login-btn').textContent = state.userToken ? 'Switch user' : 'Log in';
+}
+
+async function login(ev) {
+  ev.preventDefault();
+  const id = Number($('login-user').value);
+  const r = await api('POST', '/api/v1/auth/token', { body: { user_id: id } });
+  show($('login-result'), r, r.ok && ['logged in as user ', h('b', {}, r.data.user_id), ', token valid until ' + new Date(r.data.expires_at).toLocaleString()]);
+  if (!r.ok) return;
+  state.userToken = r.data.token;
+  state.userId = r.data.user_id;
+  sessionStorage.setItem('shop.userToken', state.userToken);
+  sessionStorage.setItem('shop.userId', String(state.userId));
+  renderWho();
+  refreshUser();
+}
+
+function logout(why) {
+  state.userToken = '';
+  state.userId = 0;
+  sessionStorage.removeItem('shop.userToken');
+  sessionStorage.removeItem('shop.userId');
+  renderWho();
+  renderOrders([]);
+  $('wallet-balance').textContent = '–';
+  if (typeof why === 'string') {
+    const box = $('login-result');
+    box.className = 'result err';
+    box.replaceChildren(why);
+  }
+}
+
+function needLogin(box) {
+  if (state.userToken) return false;
+  box.className = 'result err';
+  box.replaceChildren(h('span', { class: 'title' }, 'Log in first'), h('div', { class: 'detail' }, 'Pick a user id in Demo login.'));
+  return true;
+}
+
+// ---------- products (live) ----------
+
+let productsFailing = false;
+
+async function pollProducts() {
+  const r = await api('GET', '/api/v1/products?limit=200');
+  const live = $('products-live');
+  if (!r.ok) {
+    live.classList.add('stale');
+    live.textContent = 'offline';
+    productsFailing = true;
+    return;
+  }
+  productsFailing = false;
+  live.classList.remove('stale');
+  live.textContent = 'live';
+  live.title = 'updated ' + new Date().toLocaleTimeString();
+  state.products = r.data.items;
+  renderProducts();
+}
+
+function renderProducts() {
+  const body = $('products-table').tBodies[0];
+  const seen = new Set();
+  for (const p of state.products) {
+    seen.add(String(p.id));
+    let tr = body.querySelector(`tr[data-id="${p.id}"]`);
+    if (!tr) {
+      tr = h('tr', { 'data-id': p.id },
+        h('td', { class: 'mono' }, p.id),
+        h('td', { class: 'name' }, p.name),
+        h('td', { class: 'num' }, money(p.price_cents)),
+        h('td', { class: 'num' }, h('span', { class: 'stock' })),
+        h('td', { class: 'actions' }, h('button', { class: 'primary small buy', onclick: () => buy(p.id), 'data-testid': 'buy-' + p.id }, 'Buy now ⚡')));
+      body.append(tr);
+    }
+    const s = tr.querySelector('.stock');
+    if (s.textContent !== String(p.stock)) {
+      if (s.textContent !== '') {
+        s.parentElement.classList.remove('flash');
+        void s.parentElement.offsetWidth; // restart the animation
+        s.parentElement.classList.add('flash');
+      }
+      s.textContent = p.stock;
+    }
+    s.classList.toggle('zero', p.stock <= 0);
+    tr.querySelector('.name').textContent = p.name;
+  }
+  for (const tr of [...body.rows]) if (!seen.has(tr.dataset.id)) tr.remove();
+  $('products-empty').hidden = state.products.length > 0;
+  for (const id of ['order-product', 'restock-product', 'race-product']) fillProductSelect($(id), id === 'race-product');
+}
+
+function fillProductSelect(sel, withNew) {
+  const want = (withNew ? [''] : []).concat(state.products.map((p) => String(p.id)));
+  const have = [...sel.options].map((o) => o.value);
+  if (want.join(',') === have.join(',')) {
+    for (const o of sel.options) {
+      const p = state.products.find((x) => String(x.id) === o.value);
+      if (p) o.textContent = `#${p.id} ${p.name} (${p.stock} left)`;
+    }
+    return;
+  }
+  const keep = sel.value;
+  sel.replaceChildren();
+  if (withNew) sel.append(h('option', { value: '' }, 'a new sale'));
+  for (const p of state.products) sel.append(h('option', { value: p.id }, `#${p.id} ${p.name} (${p.stock} left)`));
+  if (want.includes(keep)) sel.value = keep;
+  else if (!withNew && state.products.length) sel.value = String(state.products[state.products.length - 1].id);
+}
+
+// ---------- shopper: buy, order, pay, cancel ----------
+
+async function buy(productId) {
+  const box = $('buy-result');
+  if (needLogin(box)) return;
+  const r = await api('POST', `/api/v1/seckill/${productId}/orders`, { token: state.userToken });
+  const o = r.data;
+  show(box, r, r.ok && [r.status === 201 ? 'order ' : 'your existing order ', h('code', {}, short(o.order_no)), ` for product #${o.product_id}, ${money(o.amount_cents)}: pay it in My orders`]);
+  pollProducts();
+  refreshOrders();
+}
+
+async function placeOrder(ev) {
+  ev.preventDefault();
+  const box = $('order-result');
+  if (needLogin(box)) return;
+  state.lastOrder = {
+    key: newKey('order'),
+    body: { product_id: Number($('order-product').value), quantity: Number($('order-qty').value) },
+  };
+  $('order-retry').disabled = false;
+  await sendOrder();
+}
+
+async function sendOrder() {
+  const box = $('order-result');
+  if (needLogin(box) || !state.lastOrder) return;
+  const { key, body } = state.lastOrder;
+  showKey($('order-key'), key, 'order');
+  const r = await api('POST', '/api/v1/orders', { token: state.userToken, key, body });
+  const o = r.data;
+  show(box, r, r.ok && ['order ', h('code', {}, short(o.order_no)), `: ${o.quantity} × product #${o.product_id}, ${money(o.amount_cents)}`]);
+  pollProducts();
+  refreshOrders();
+}
+
+async function pay(no) {
+  const box = $('orders-result');
+  const key = newKey('pay');
+  const r = await api('POST', `/api/v1/orders/${encodeURIComponent(no)}/pay`, { token: state.userToken, key });
+  show(box, r, r.ok && ['paid order ', h('code', {}, short(no)), ' (' + money(r.data.amount_cents) + ')']);
+  refreshUser();
+}
+
+async function cancel(no) {
+  const box = $('orders-result');
+  const r = await api('POST', `/api/v1/orders/${encodeURIComponent(no)}/cancel`, { token: state.userToken });
+  show(box, r, r.ok && ['cancelled order ', h('code', {}, short(no)), ': its stock went back on sale']);
+  pollProducts();
+  refreshOrders();
+}
+
+async function refreshOrders() {
+  if (!state.userToken) return;
+  const r = await api('GET', '/api/v1/orders?limit=50', { token: state.userToken });
+  if (!r.ok) return show($('orders-result'), r);
+  renderOrders(r.data.items);
+}
+
+function renderOrders(items) {
+  const body = $('orders-table').tBodies[0];
+  body.replaceChildren(...items.map((o) => h('tr', { 'data-order': o.order_no, 'data-status': o.status },
+    h('td', { title: o.order_no + ' · ' + new Date(o.created_at).toLocaleString() }, h('span', { class: 'mono' }, short(o.order_no)),
+      h('div', { class: 'sub' }, 'product #' + o.product_id + ' · ' + time(o.created_at))),
+    h('td', {}, h('span', { class: 'badge ' + o.kind }, o.kind)),
+    h('td', { class: 'num' }, o.quantity),
+    h('td', { class: 'num' }, money(o.amount_cents)),
+    h('td', {}, h('span', { class: 'badge ' + o.status }, o.status)),
+    h('td', { class: 'actions' }, o.status === 'pending' ? [
+      h('button', { class: 'primary small', onclick: () => pay(o.order_no) }, 'Pay'),
+      h('button', { class: 'small', onclick: () => cancel(o.order_no) }, 'Cancel'),
+    ] : []))));
+  $('orders-empty').hidden = items.length > 0;
+}
+
+async function refreshWallet() {
+  if (!state.userToken) return;
+  const r = await api('GET', '/api/v1/wallet', { token: state.userToken });
+  if (!r.ok) return show($('wallet-result'), r);
+  $('wallet-result').replaceChildren();
+  $('wallet-balance').textContent = money(r.data.balance_cents);
+}
+
+function refreshUser() {
+  refreshOrders();
+  refreshWallet();
+}
+
+// ---------- operator ----------
+
+async function useAdmin(ev) {
+  ev.preventDefault();
+  state.adminToken = $('admin-token').value.trim();
+  sessionStorage.setItem('shop.adminToken', state.adminToken);
+  await labInfo(true);
+}
+
+function needAdmin(box) {
+  if (state.adminToken) return false;
+  box.className = 'result err';
+  box.replaceChildren(h('span', { class: 'title' }, 'Admin token needed'), h('div', { class: 'detail' }, 'Paste it in Admin token first.'));
+  return true;
+}
+
+// labInfo checks the token and shows the stock strategy in use.
+async function labInfo(report) {
+  if (!state.adminToken) return;
+  const r = await api('GET', '/api/v1/admin/lab/info', { token: state.adminToken });
+  const box = $('admin-result');
+  const st = $('strategy');
+  if (r.status === 404) { // lab routes off: check the token on the audit route instead
+    const a = await api('GET', '/api/v1/admin/audit', { token: state.adminToken });
+    show(box, a, 'admin token accepted');
+    st.className = 'strategy';
+    st.textContent = a.ok ? 'Lab routes are off on this instance (SHOP_LAB_ROUTES=false): no flash sale race here.' : '';
+    $('race-btn').disabled = true;
+    return;
+  }
+  if (report || !r.ok) show(box, r, 'admin token accepted');
+  if (!r.ok) { st.textContent = ''; return; }
+  const i = r.data;
+  st.className = 'strategy ' + (i.safe ? 'safe' : 'unsafe');
+  st.replaceChildren('Stock strategy: ', h('code', { 'data-testid': 'strategy' }, i.stock_strategy),
+    i.safe ? ' — safe (lock + fencing token)' : ' — UNSAFE lab mode: ' + i.lab_switches.join(', '));
+  $('race-buyers').max = i.max_buyers;
+  $('race-conc').max = i.max_concurrency;
+  if (i.running_race && !state.race) followRace(i.running_race);
+}
+
+async function createProduct(ev) {
+  ev.preventDefault();
+  const box = $('create-result');
+  if (needAdmin(box)) return;
+  const body = { name: $('create-name').value, price_cents: toCents($('create-price').value), stock: Number($('create-stock').value) };
+  const r = await api('POST', '/api/v1/admin/products', { token: state.adminToken, key: newKey('product'), body });
+  show(box, r, r.ok && ['product ', h('b', {}, '#' + r.data.id + ' ' + r.data.name), `, ${r.data.stock} units at ${money(r.data.price_cents)}`]);
+  pollProducts();
+}
+
+async function restock(ev, again) {
+  if (ev) ev.preventDefault();
+  const box = $('restock-result');
+  if (needAdmin(box)) return;
+  if (!again) {
+    state.lastRestock = { id: Number($('restock-product').value), key: newKey('restock'), body: { quantity: Number($('restock-qty').value) } };
+    $('restock-retry').disabled = false;
+  }
+  const { id, key, body } = state.lastRestock;
+  showKey($('restock-key'), key, 'restock');
+  const r = await api('POST', `/api/v1/admin/products/${id}/restock`, { token: state.adminToken, key, body });
+  show(box, r, r.ok && [`product #${r.data.id} now has `, h('b', {}, r.data.stock), ' units']);
+  pollProducts();
+}
+
+async function credit(ev, again) {
+  if (ev) ev.preventDefault();
+  const box = $('credit-result');
+  if (needAdmin(box)) return;
+  if (!again) {
+    state.lastCredit = { user: Number($('credit-user').value), key: newKey('credit'), body: { amount_cents: toCents($('credit-amount').value) } };
+    $('credit-retry').disabled = false;
+  }
+  const { user, key, body } = state.lastCredit;
+  showKey($('credit-key'), key, 'credit');
+  const r = await api('POST', `/api/v1/admin/wallets/${user}/credit`, { token: state.adminToken, key, body });
+  show(box, r, r.ok && [`user ${r.data.user_id}'s wallet: `, h('b', {}, money(r.data.balance_cents))]);
+  if (user === state.userId) refreshWallet();
+}
+
+async function runAudit(ev) {
+  if (ev) ev.preventDefault();
+  const box = $('audit-result');
+  if (needAdmin(box)) return;
+  const pid = $('audit-product').value;
+  const r = await api('GET', '/api/v1/admin/audit' + (pid ? '?product_id=' + encodeURIComponent(pid) : ''), { token: state.adminToken });
+  if (!r.ok) {
+    $('audit-verdict').replaceChildren();
+    return show(box, r);
+  }
+  box.replaceChildren();
+  renderVerdict($('audit-verdict'), r.data);
+}
+
+// renderVerdict shows an audit report: green when every invariant holds,
+// red with the violations otherwise.
+function renderVerdict(el, rep, race) {
+  el.className = 'verdict ' + (rep.ok ? 'ok' : 'bad');
+  el.dataset.ok = String(rep.ok);
+  const head = rep.ok
+    ? 'Audit OK: every invariant holds'
+    : `Audit FAILED: ${rep.violations.length} violation${rep.violations.length === 1 ? '' : 's'}`;
+  el.replaceChildren(h('div', { class: 'head', 'data-testid': 'verdict' }, (rep.ok ? '✔ ' : '✘ ') + head));
+  if (race) {
+    const over = race.oversold > 0 ? [' — ', h('b', {}, `oversold by ${race.oversold}`)] : [];
+    el.append(h('div', {}, `${race.created} orders for ${race.initial_stock} units; stock now ${race.stock}`, over));
+  }
+  if (rep.violations.length) {
+    el.append(h('ul', {}, rep.violations.slice(0, 8).map((v) => h('li', {},
+      h('span', { class: 'inv' }, v.invariant), ' ', v.product_id ? `product #${v.product_id}: ` : v.user_id ? `user ${v.user_id}: ` : '', v.detail))));
+    if (rep.violations.length > 8) el.append(h('div', {}, `… and ${rep.violations.length - 8} more`));
+  }
+  const ps = (rep.products || []).slice(0, 6);
+  if (ps.length) {
+    el.append(h('table', {},
+      h('tr', {}, ['product', 'added', 'sold', 'returned', 'stock'].map((t) => h('th', {}, t))),
+      ps.map((p) => h('tr', {}, [p.product_id, p.added, p.sold, p.returned, p.stock].map((x) => h('td', {}, x))))));
+    if ((rep.products || []).length > ps.length) el.append(h('div', {}, `(${rep.products.length - ps.length} more products checked)`));
+  }
+  el.append(h('div', { class: 'route' }, 'checked at ' + new Date(rep.checked_at).toLocaleTimeString()));
+}
+
+// ---------- operator: flash sale race ----------
+
+async function startRace(ev) {
+  ev.preventDefault();
+  const box = $('race-result');
+  if (needAdmin(box)) return;
+  const pid = $('race-product').value;
+  const body = { buyers: Number($('race-buyers').value), concurrency: Number($('race-conc').value) };
+  if (pid) body.product_id = Number(pid);
+  else body.stock = Number($('race-stock').value);
+  const r = await api('POST', '/api/v1/admin/lab/races', { token: state.adminToken, body });
+  show(box, r, r.ok && ['race ', h('code', {}, r.data.race_id), ` started: ${r.data.buyers} buyers for ${r.data.initial_stock} units of product #${r.data.product_id} (${r.data.stock_strategy})`]);
+  if (r.ok) followRace(r.data.race_id, r.data);
+}
+
+async function followRace(id, first) {
+  state.race = id;
+  $('race').hidden = false;
+  $('race-btn').disabled = true;
+  let v = first;
+  while (state.race === id) {
+    if (v) renderRace(v);
+    if (v && v.done) break;
+    await new Promise((res) => setTimeout(res, 250));
+    const r = await api('GET', '/api/v1/admin/lab/races/' + encodeURIComponent(id), { token: state.adminToken });
+    if (!r.ok) {
+      show($('race-result'), r);
+      break;
+    }
+    v = r.data;
+  }
+  state.race = null;
+  $('race-btn').disabled = false;
+  pollProducts();
+}
+
+function stat(cls, value, label, testid) {
+  return h('div', { class: 'stat ' + cls }, h('div', { class: 'v', 'data-testid': testid }, value), h('div', { class: 'l' }, label));
+}
+
+function renderRace(v) {
+  $('race').dataset.done = String(v.done);
+  $('race-stats').replaceChildren(
+    stat('created', v.created, 'orders created', 'race-created'),
+    stat('soldout', v.sold_out, 'sold-out answers', 'race-soldout'),
+    stat('stock', v.stock, 'stock left', 'race-stock'),
+    stat(v.oversold > 0 ? 'bad' : '', v.oversold, 'oversold units', 'race-oversold'),
+    stat('', `${v.buyers_done}/${v.buyers}`, 'buyers answered', 'race-done'),
+    stat('', v.sent, 'requests sent', 'race-sent'),
+    stat('', v.busy, '503 busy (retried)', 'race-busy'),
+    stat(v.errors ? 'bad' : '', v.errors, 'errors', 'race-errors'),
+  );
+  drawChart($('race-chart'), v);
+  const verdict = $('race-verdict');
+  if (!v.done) {
+    verdict.className = 'verdict running';
+    verdict.dataset.ok = '';
+    const t = v.series.length ? v.series[v.series.length - 1].t_ms : 0;
+    const what = {
+      login: `Logging in ${v.buyers} buyers (demo login)…`,
+      race: `Selling… ${(t / 1000).toFixed(1)} s`,
+      audit: 'Sold: auditing the product…',
+    }[v.phase] || 'Starting…';
+    verdict.replaceChildren(h('div', { class: 'head' }, what), h('div', {}, `strategy ${v.stock_strategy}`));
+  } else if (v.audit) {
+    renderVerdict(verdict, v.audit, v);
+    const t = v.series.length ? v.series[v.series.length - 1].t_ms : 0;
+    verdict.append(h('div', { class: 'route' }, `race ${v.race_id} · sale ${(t / 1000).toFixed(1)} s (${(v.elapsed_ms / 1000).toFixed(1)} s with logins and audit) · strategy ${v.stock_strategy}`));
+  } else {
+    verdict.className = 'verdict bad';
+    verdict.replaceChildren(h('div', { class: 'head' }, 'No verdict'), h('div', {}, v.error || 'the audit did not run'));
+  }
+}
+
+// drawChart plots orders and stock (left axis, units) and sold-out answers
+// (right axis) over time, with the units on sale as a dashed line: an
+// oversell shows as orders climbing above it.
+function drawChart(el, v) {
+  const W = 640, H = 240, L = 44, R = 48, T = 14, B = 26;
+  const pts = v.series.length ? v.series : [{ t_ms: 0, created: 0, sold_out: 0, stock: v.initial_stock }];
+  const tMax = Math.max(500, pts[pts.length - 1].t_ms);
+  const uMax = Math.max(1, v.initial_stock, v.created, ...pts.map((p) => Math.max(p.created, p.stock))) * 1.08;
+  const aMax = Math.max(1, v.buyers - Math.min(v.buyers, v.initial_stock), v.sold_out) * 1.08;
+  const x = (t) => L + (t / tMax) * (W - L - R);
+  const yu = (u) => T + (1 - u / uMax) * (H - T - B);
+  const ya = (a) => T + (1 - a / aMax) * (H - T - B);
+  const path = (f, y) => pts.map((p, i) => (i ? 'L' : 'M') + x(p.t_ms).toFixed(1) + ' ' + y(f(p)).toFixed(1)).join(' ');
+  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'race chart' });
+  for (let i = 0; i <= 4; i++) {
+    const y = T + (i / 4) * (H - T - B);
+    s.append(svg('line', { class: 'grid', x1: L, x2: W - R, y1: y, y2: y }));
+    s.append(svg('text', { x: L - 6, y: y + 4, 'text-anchor': 'end' }, Math.round(uMax * (1 - i / 4))));
+    s.append(svg('text', { x: W - R + 6, y: y + 4 }, Math.round(aMax * (1 - i / 4))));
+  }
+  for (let i = 0; i <= 4; i++) {
+    const t = (i / 4) * tMax;
+    s.append(svg('text', { x: x(t), y: H - 8, 'text-anchor': 'middle' }, (t / 1000).toFixed(1) + ' s'));
+  }
+  if (v.created > v.initial_stock) {
+    s.append(svg('rect', { class: 'over', x: L, y: yu(uMax), width: W - L - R, height: yu(v.initial_stock) - yu(uMax) }));
+  }
+  s.append(svg('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - B }));
+  s.append(svg('line', { class: 'axis', x1: W - R, x2: W - R, y1: T, y2: H - B }));
+  s.append(svg('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  s.append(svg('line', { class: 'units', x1: L, x2: W - R, y1: yu(v.initial_stock), y2: yu(v.initial_stock) }));
+  s.append(svg('path', { class: 'soldout', d: path((p) => p.sold_out, ya) }));
+  s.append(svg('path', { class: 'stock', d: path((p) => p.stock, yu) }));
+  s.append(svg('path', { class: 'created', d: path((p) => p.created, yu) }));
+  el.replaceChildren(s);
+}
+
+// ---------- start ----------
+
+function start() {
+  window.addEventListener('hashchange', route);
+  route();
+  $('login-user').value = state.userId || Math.floor(1 + Math.random() * 9999);
+  $('login-form').addEventListener('submit', login);
+  $('logout-btn').addEventListener('click', () => logout());
+  $('order-form').addEventListener('submit', placeOrder);
+  $('order-retry').addEventListener('click', sendOrder);
+  $('admin-token').value = state.adminToken;
+  $('admin-form').addEventListener('submit', useAdmin);
+  $('create-form').addEventListener('submit', createProduct);
+  $('restock-form').addEventListener('submit', (e) => restock(e, false));
+  $('restock-retry').addEventListener('click', () => restock(null, true));
+  $('credit-form').addEventListener('submit', (e) => credit(e, false));
+  $('credit-retry').addEventListener('click', () => credit(null, true));
+  $('audit-form').addEventListener('submit', runAudit);
+  $('race-form').addEventListener('submit', startRace);
+  $('race-product').addEventListener('change', () => { $('race-stock').disabled = $('race-product').value !== ''; });
+  $('credit-user').value = state.userId || '';
+  renderWho();
+  pollProducts();
+  setInterval(pollProducts, 1000);
+  setInterval(() => { if (!document.hidden) refreshUser(); }, 3000);
+  refreshUser();
+  labInfo(false);
+}
+
+document.addEventListener('DOMContentLoaded', start);

@@ -1,0 +1,462 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/audit"
+)
+
+// Invariants the client records judge (INVARIANTS.md), beside audit's.
+const (
+	O3 = "O3" // every acknowledged order exists, as asked
+	O4 = "O4" // every replay names the first order
+	O5 = "O5" // sold out is true (no undersell)
+	// PAY is the payment scenario's own rule: once the sweeper has had its
+	// chance, every order is paid or cancelled, never left pending.
+	PAY = "PAY"
+	M1  = audit.M1 // client side: no payment or credit acknowledged twice; balance = credits - payments
+)
+
+// OrderFact is an order as the database holds it.
+type OrderFact struct {
+	OrderNo     string `json:"order_no"`
+	UserID      int64  `json:"user_id"`
+	ProductID   int64  `json:"product_id"`
+	Quantity    int64  `json:"quantity"`
+	AmountCents int64  `json:"amount_cents"`
+	Kind        string `json:"kind"`
+	Status      string `json:"status"`
+}
+
+// Addition is units that became sellable again (restock, cancellation) at
+// a time the database recorded.
+type Addition struct {
+	At    time.Time
+	Units int64
+}
+
+// StockFact is a product's stock after a run and what was added to it
+// during the run, for the undersell check.
+type StockFact struct {
+	Final     int64 // what the stock ledger sums to at the end
+	Additions []Addition
+	// Unknown counts units added at times not known (the audit route gives
+	// totals only); they are assumed to have come after every answer.
+	Unknown int64
+}
+
+// Facts are what the database says after a run.
+type Facts struct {
+	// Orders by order number: every order a record names (absent: the
+	// database has no such order), plus every order of the users whose
+	// wallets are checked.
+	Orders map[string]OrderFact
+	// Stock by product; products absent are not checked for undersell.
+	Stock map[int64]StockFact
+	// Wallets holds balances by user; nil leaves the wallet check out.
+	Wallets map[int64]int64
+	// Settled asks that every acknowledged order be paid or cancelled.
+	Settled bool
+	// Slack widens the window in which an addition counts as "after" an
+	// answer, for clock differences (default 100ms).
+	Slack time.Duration
+	// MaxRows caps the rows attached to one violation (default 20).
+	MaxRows int
+}
+
+// Check judges the records against the facts and returns the violations of
+// O3, O4, O5 and the client-side money rules, in audit's format.
+func Check(recs []Record, f Facts) []audit.Violation {
+	if f.Slack <= 0 {
+		f.Slack = 100 * time.Millisecond
+	}
+	if f.MaxRows <= 0 {
+		f.MaxRows = 20
+	}
+	v := &violations{max: f.MaxRows, m: map[string]*vbucket{}}
+	checkOrders(recs, f, v)
+	checkUndersell(recs, f, v)
+	checkMoney(recs, f, v)
+	return v.list()
+}
+
+func isOrderOp(op string) bool { return op == OpSeckill || op == OpOrder }
+
+// identity is the logical request a record belongs to: one seckill buyer
+// and product, or one user's Idempotency-Key.
+func identity(r Record) string {
+	if r.Op == OpSeckill {
+		return fmt.Sprintf("seckill u%d p%d", r.UserID, r.ProductID)
+	}
+	return fmt.Sprintf("%s u%d key %s", r.Op, r.UserID, r.Key)
+}
+
+// checkOrders: O3 (each acknowledged order exists with what was asked) and
+// O4 (every 2xx of one logical request names one order; a buyer who holds
+// an order is never told sold out afterwards).
+func checkOrders(recs []Record, f Facts, v *violations) {
+	type group struct {
+		first    *Record // earliest answered 2xx
+		orders   map[string]bool
+		rows     []Record
+		negative []Record // business "no" after a 2xx arrived
+	}
+	groups := map[string]*group{}
+	var keys []string
+	for i := range recs {
+		r := &recs[i]
+		if !isOrderOp(r.Op) {
+			continue
+		}
+		k := identity(*r)
+		g := groups[k]
+		if g == nil {
+			g = &group{orders: map[string]bool{}}
+			groups[k] = g
+			keys = append(keys, k)
+		}
+		g.rows = append(g.rows, *r)
+		if !r.OK() {
+			continue
+		}
+		if g.first == nil || r.End.Before(g.first.End) {
+			g.first = r
+		}
+		g.orders[r.OrderNo] = true
+		// O3: the order the client was told about exists as asked.
+		o, ok := f.Orders[r.OrderNo]
+		switch {
+		case r.OrderNo == "":
+			v.add(O3, r.ProductID, r.UserID, "acknowledgements (2xx) naming no order number: %d", row(*r))
+		case !ok:
+			v.add(O3, r.ProductID, r.UserID, "acknowledged orders (2xx) the database does not have: %d", row(*r))
+		case o.Quantity != r.Quantity || o.UserID != r.UserID || o.ProductID != r.ProductID:
+			m := row(*r)
+			m["db_quantity"], m["db_user_id"], m["db_product_id"] = o.Quantity, o.UserID, o.ProductID
+			v.add(O3, r.ProductID, r.UserID, "acknowledged orders whose database row differs from the request (quantity, user or product): %d", m)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		g := groups[k]
+		if len(g.orders) > 1 {
+			for _, r := range g.rows {
+				if r.OK() {
+					v.add(O4, r.ProductID, r.UserID, "answers (2xx) of one logical request naming different orders: %d", row(r))
+				}
+			}
+		}
+		if g.first == nil {
+			continue
+		}
+		for _, r := range g.rows {
+			if r.Start.After(g.first.End) && (r.Code == "sold_out" || r.Code == "insufficient_stock") {
+				m := row(r)
+				m["first_order_no"] = g.first.OrderNo
+				v.add(O4, r.ProductID, r.UserID, "repeats of a request that already had its order, answered with a refusal instead of the order: %d", m)
+			}
+		}
+	}
+}
+
+// checkUndersell: O5. A refusal for lack of stock is false when, at the
+// moment of the request, at least the asked quantity was provably unsold:
+// the final stock minus everything added back since the request started is
+// a lower bound of the stock at that moment.
+func checkUndersell(recs []Record, f Facts, v *violations) {
+	for _, r := range recs {
+		var q int64
+		switch {
+		case r.Op == OpSeckill && r.Code == "sold_out":
+			q = 1
+		case r.Op == OpOrder && r.Code == "insufficient_stock":
+			q = r.Quantity
+		default:
+			continue
+		}
+		s, ok := f.Stock[r.ProductID]
+		if !ok {
+			continue
+		}
+		bound := s.Final - s.Unknown
+		for _, a := range s.Additions {
+			if !a.At.Before(r.Start.Add(-f.Slack)) {
+				bound -= a.Units
+			}
+		}
+		if bound >= q {
+			m := row(r)
+			m["unsold_at_least"], m["final_stock"] = bound, s.Final
+			v.add(O5, r.ProductID, r.UserID, "refusals for lack of stock while enough stock was provably unsold (undersell): %d", m)
+		}
+	}
+}
+
+// checkMoney: payments and credits. A pay answered 2xx names the paid
+// order, and the database has it paid; one order is charged (a fresh,
+// non-replayed 2xx) at most once; one credit key is applied at most once;
+// each checked wallet holds the acknowledged credits minus its paid orders;
+// and, when Settled, no acknowledged order is left pending.
+func checkMoney(recs []Record, f Facts, v *violations) {
+	fresh := map[string][]Record{} // pay: by order; credit: by key
+	credited := map[int64]map[string]int64{}
+	uncertain := map[int64]bool{}
+	creditSeen := map[string]bool{}
+	for _, r := range recs {
+		switch r.Op {
+		case OpPay:
+			if !r.OK() {
+				continue
+			}
+			if r.PaidOrderNo != r.OrderNo {
+				m := row(r)
+				m["answer_order_no"] = r.PaidOrderNo
+				v.add(O4, r.ProductID, r.UserID, "payments answered (2xx) with another order than the one paid: %d", m)
+			}
+			if !r.Replayed {
+				fresh["pay "+r.OrderNo] = append(fresh["pay "+r.OrderNo], r)
+			}
+			if o, ok := f.Orders[r.OrderNo]; !ok || o.Status != "paid" {
+				m := row(r)
+				m["db_status"] = o.Status
+				if !ok {
+					m["db_status"] = "missing"
+				}
+				v.add(M1, r.ProductID, r.UserID, "payments acknowledged (2xx) whose order is not paid in the database: %d", m)
+			}
+		case OpCredit:
+			if credited[r.UserID] == nil {
+				credited[r.UserID] = map[string]int64{}
+			}
+			creditSeen[r.Key] = creditSeen[r.Key] || r.OK()
+			if r.OK() {
+				credited[r.UserID][r.Key] = r.AmountCents
+				if !r.Replayed {
+					fresh["credit "+r.Key] = append(fresh["credit "+r.Key], r)
+				}
+			}
+		}
+	}
+	for _, r := range recs {
+		if r.Op == OpCredit && !creditSeen[r.Key] && r.Failed() {
+			uncertain[r.UserID] = true // applied or not: nobody can tell
+		}
+	}
+	keys := make([]string, 0, len(fresh))
+	for k := range fresh {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if rs := fresh[k]; len(rs) > 1 {
+			for _, r := range rs {
+				v.add(M1, r.ProductID, r.UserID, "charges or credits acknowledged as new (2xx, not replayed) more than once for one order or credit key: %d", row(r))
+			}
+		}
+	}
+	if f.Wallets != nil {
+		paid := map[int64]int64{}
+		for _, o := range f.Orders {
+			if o.Status == "paid" {
+				paid[o.UserID] += o.AmountCents
+			}
+		}
+		users := make([]int64, 0, len(credited))
+		for u := range credited {
+			users = append(users, u)
+		}
+		sort.Slice(users, func(i, j int) bool { return users[i] < users[j] })
+		for _, u := range users {
+			bal, ok := f.Wallets[u]
+			if !ok || uncertain[u] {
+				continue
+			}
+			var in int64
+			for _, a := range credited[u] {
+				in += a
+			}
+			if bal != in-paid[u] {
+				v.add(M1, 0, u, "wallets whose balance is not the acknowledged credits minus the paid orders: %d",
+					map[string]any{"user_id": u, "balance_cents": bal, "credited_cents": in, "paid_cents": paid[u], "difference": bal - (in - paid[u])})
+			}
+		}
+	}
+	if f.Settled {
+		seen := map[string]bool{}
+		for _, r := range recs {
+			if !isOrderOp(r.Op) || !r.OK() || seen[r.OrderNo] {
+				continue
+			}
+			seen[r.OrderNo] = true
+			if o, ok := f.Orders[r.OrderNo]; ok && o.Status != "paid" && o.Status != "cancelled" {
+				m := row(r)
+				m["db_status"] = o.Status
+				v.add(PAY, r.ProductID, r.UserID, "orders neither paid nor cancelled after the payment timeout and the sweeper: %d", m)
+			}
+		}
+	}
+}
+
+func row(r Record) map[string]any {
+	m := map[string]any{
+		"op": r.Op, "user_id": r.UserID, "target": r.Target, "attempt": r.Attempt,
+		"start": r.Start.UTC().Format("15:04:05.000000"), "latency_ms": r.Latency().Milliseconds(), "status": r.Status,
+	}
+	if r.ProductID != 0 {
+		m["product_id"] = r.ProductID
+	}
+	if r.Quantity != 0 {
+		m["quantity"] = r.Quantity
+	}
+	if r.Key != "" {
+		m["key"] = r.Key
+	}
+	if r.Code != "" {
+		m["code"] = r.Code
+	}
+	if r.Err != "" {
+		m["err"] = r.Err
+	}
+	if r.OrderNo != "" {
+		m["order_no"] = r.OrderNo
+	}
+	if r.Replayed {
+		m["replayed"] = true
+	}
+	return m
+}
+
+// violations gathers rows under one violation per (invariant, product,
+// fault), like audit does.
+type violations struct {
+	max   int
+	m     map[string]*vbucket
+	order []string
+}
+
+type vbucket struct {
+	inv     string
+	product int64
+	users   map[int64]bool
+	fault   string
+	n       int
+	rows    []map[string]any
+}
+
+func (v *violations) add(inv string, product, user int64, fault string, r map[string]any) {
+	k := fmt.Sprintf("%s|%d|%s", inv, product, fault)
+	b := v.m[k]
+	if b == nil {
+		b = &vbucket{inv: inv, product: product, fault: fault, users: map[int64]bool{}}
+		v.m[k] = b
+		v.order = append(v.order, k)
+	}
+	b.n++
+	if user != 0 {
+		b.users[user] = true
+	}
+	if len(b.rows) < v.max {
+		b.rows = append(b.rows, r)
+	}
+}
+
+func (v *violations) list() []audit.Violation {
+	out := make([]audit.Violation, 0, len(v.order))
+	for _, k := range v.order {
+		b := v.m[k]
+		var user int64
+		if len(b.users) == 1 {
+			for u := range b.users {
+				user = u
+			}
+		}
+		out = append(out, audit.Violation{Invariant: b.inv, ProductID: b.product, UserID: user,
+			Detail: fmt.Sprintf(b.fault, b.n), Rows: b.rows})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Invariant != out[j].Invariant {
+			return out[i].Invariant < out[j].Invariant
+		}
+		return out[i].ProductID < out[j].ProductID
+	})
+	return out
+}
+
+// OrderNumbers lists every order number the records name.
+func OrderNumbers(recs []Record) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range recs {
+		for _, no := range []string{r.OrderNo, r.PaidOrderNo} {
+			if no != "" && !seen[no] {
+				seen[no] = true
+				out = append(out, no)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// FactsFromAPI gathers the facts through the API alone (for shops the
+// harness cannot reach the database of): each order the records name, read
+// as its owner, and each product's stock from the admin audit route. The
+// times of additions are not known that way, so every unit returned or
+// restocked since the start counts as added after every answer.
+func FactsFromAPI(ctx context.Context, c *Client, recs []Record, tokens map[int64]string, initial map[int64]int64) (Facts, error) {
+	f := Facts{Orders: map[string]OrderFact{}, Stock: map[int64]StockFact{}}
+	owner := map[string]int64{}
+	for _, r := range recs {
+		if r.OrderNo != "" {
+			owner[r.OrderNo] = r.UserID
+		}
+	}
+	nos := OrderNumbers(recs)
+	var mu sync.Mutex
+	var firstErr error
+	pool(ctx, len(nos), 32, 0, func(i int) {
+		no := nos[i]
+		o, found, err := c.Order(ctx, i, tokens[owner[no]], no)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("order %s: %w", no, err)
+		}
+		if found {
+			f.Orders[no] = OrderFact{OrderNo: o.OrderNo, UserID: o.UserID, ProductID: o.ProductID, Quantity: o.Quantity,
+				AmountCents: o.AmountCents, Kind: o.Kind, Status: o.Status}
+		}
+	})
+	if firstErr != nil {
+		return f, firstErr
+	}
+	for id, start := range initial {
+		r, err := c.Audit(ctx, id)
+		if err != nil {
+			return f, err
+		}
+		for _, p := range r.Products {
+			if p.ProductID == id {
+				// The ledger's sum: it equals the stock on a sound shop (I3)
+				// and still says what was sold after a lost update.
+				f.Stock[id] = StockFact{Final: p.Ledger, Unknown: max(0, p.Added-start) + p.Returned}
+			}
+		}
+	}
+	return f, nil
+}
+
+// WalletsFromAPI reads each user's balance as that user.
+func WalletsFromAPI(ctx context.Context, c *Client, tokens map[int64]string) map[int64]int64 {
+	out := map[int64]int64{}
+	for u, t := range tokens {
+		if w, err := c.Wallet(ctx, int(u), t); err == nil {
+			out[u] = w.BalanceCents
+		}
+	}
+	return out
+}

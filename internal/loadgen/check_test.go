@@ -1,0 +1,117 @@
+package loadgen
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func invariants(t *testing.T, recs []Record, f Facts) []string {
+	t.Helper()
+	var out []string
+	for _, v := range Check(recs, f) {
+		if len(v.Rows) == 0 {
+			t.Errorf("%s violation without rows", v.Invariant)
+		}
+		if !slices.Contains(out, v.Invariant) {
+			out = append(out, v.Invariant)
+		}
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sk := func(user int64, status int, code, no string, replayed bool, start int) Record {
+		return Record{Op: OpSeckill, UserID: user, ProductID: 1, Quantity: 1, Status: status, Code: code, OrderNo: no,
+			Replayed: replayed, Start: at(start), End: at(start + 10)}
+	}
+	pay := func(user int64, no, key string, status int, replayed bool) Record {
+		r := Record{Op: OpPay, UserID: user, ProductID: 1, OrderNo: no, Key: key, Status: status, Replayed: replayed, Start: at(0), End: at(5)}
+		if status == 200 {
+			r.PaidOrderNo = no
+		}
+		return r
+	}
+	orders := map[string]OrderFact{
+		"S1": {OrderNo: "S1", UserID: 1, ProductID: 1, Quantity: 1, AmountCents: 100, Status: "paid"},
+		"S2": {OrderNo: "S2", UserID: 2, ProductID: 1, Quantity: 1, AmountCents: 100, Status: "cancelled"},
+	}
+	stock := func(final int64, adds ...Addition) map[int64]StockFact {
+		return map[int64]StockFact{1: {Final: final, Additions: adds}}
+	}
+	cases := []struct {
+		name string
+		recs []Record
+		f    Facts
+		want []string
+	}{
+		{"clean: 201, replays, sold out when none left", []Record{
+			sk(1, 201, "", "S1", false, 0), sk(1, 200, "", "S1", true, 20), sk(2, 201, "", "S2", false, 0),
+			sk(3, 409, "sold_out", "", false, 30), pay(1, "S1", "k1", 200, false), pay(1, "S1", "k1", 200, true),
+			pay(1, "S1", "k2", 409, false)}, Facts{Orders: orders, Stock: stock(0)}, nil},
+		{"O3: 201 naming a missing order", []Record{sk(3, 201, "", "S3", false, 0)}, Facts{Orders: orders}, []string{O3}},
+		{"O3: 201 with another quantity", []Record{{Op: OpOrder, UserID: 1, ProductID: 1, Quantity: 2, Key: "k", Status: 201, OrderNo: "S1"}},
+			Facts{Orders: orders}, []string{O3}},
+		{"O4: one buyer, two orders", []Record{sk(1, 201, "", "S1", false, 0), sk(1, 201, "", "S9", false, 5)},
+			Facts{Orders: map[string]OrderFact{"S1": orders["S1"], "S9": {OrderNo: "S9", UserID: 1, ProductID: 1, Quantity: 1}}}, []string{O4}},
+		{"O4: a buyer with an order told sold out later", []Record{sk(1, 201, "", "S1", false, 0), sk(1, 409, "sold_out", "", false, 50)},
+			Facts{Orders: orders, Stock: stock(0)}, []string{O4}},
+		{"O5: sold out with stock left", []Record{sk(3, 409, "sold_out", "", false, 0)}, Facts{Orders: orders, Stock: stock(2)}, []string{O5}},
+		{"O5: stock that came back later excuses a sold out", []Record{sk(3, 409, "sold_out", "", false, 0)},
+			Facts{Orders: orders, Stock: stock(1, Addition{At: at(500), Units: 1})}, nil},
+		{"M1: two fresh charges of one order", []Record{pay(1, "S1", "k1", 200, false), pay(1, "S1", "k2", 200, false)},
+			Facts{Orders: orders}, []string{M1}},
+		{"M1: a charge acknowledged on an order the database has cancelled", []Record{pay(2, "S2", "k1", 200, false)},
+			Facts{Orders: orders}, []string{M1}},
+		{"M1: wallet not credits minus payments", []Record{{Op: OpCredit, UserID: 1, Key: "c1", Status: 200, AmountCents: 500}},
+			Facts{Orders: orders, Wallets: map[int64]int64{1: 300}}, []string{M1}},
+		{"M1: wallet credits minus payments is fine", []Record{{Op: OpCredit, UserID: 1, Key: "c1", Status: 200, AmountCents: 500},
+			{Op: OpCredit, UserID: 1, Key: "c1", Status: 200, Replayed: true, AmountCents: 500}},
+			Facts{Orders: orders, Wallets: map[int64]int64{1: 400}}, nil},
+		{"PAY: an order left pending", []Record{sk(3, 201, "", "S3", false, 0)},
+			Facts{Orders: map[string]OrderFact{"S3": {OrderNo: "S3", UserID: 3, ProductID: 1, Quantity: 1, Status: "pending"}}, Settled: true}, []string{PAY}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := invariants(t, c.recs, c.f)
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("violations %v, want %v: %+v", got, c.want, Check(c.recs, c.f))
+			}
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t0 := time.Now()
+	var recs []Record
+	for i := 1; i <= 100; i++ {
+		recs = append(recs, Record{Status: 201, Start: t0, End: t0.Add(time.Duration(i) * time.Millisecond)})
+	}
+	recs = append(recs, Record{Status: 0, Err: "refused", Start: t0, End: t0})
+	s := Summarize(recs)
+	if s.Requests != 101 || s.Answered != 100 || s.Errors != 1 {
+		t.Fatalf("counts: %+v", s)
+	}
+	if s.P50 != 50*time.Millisecond || s.P99 != 99*time.Millisecond || s.Max != 100*time.Millisecond {
+		t.Fatalf("percentiles: p50 %s p99 %s max %s", s.P50, s.P99, s.Max)
+	}
+	if pts := Series(recs, 10); len(pts) == 0 || pts[0].Requests == 0 {
+		t.Fatalf("series: %+v", pts)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	text := []byte(`# HELP shop_inventory_stale_fence_rejections_total x
+# TYPE shop_inventory_stale_fence_rejections_total counter
+shop_inventory_stale_fence_rejections_total 3
+shop_http_requests_total{code="200",route="/a"} 5
+shop_http_requests_total{code="503",route="/a"} 2
+go_goroutines 7
+`)
+	m := ParseMetrics(text, "shop_")
+	if m["shop_inventory_stale_fence_rejections_total"] != 3 || m["shop_http_requests_total"] != 7 || len(m) != 2 {
+		t.Fatalf("%v", m)
+	}
+}

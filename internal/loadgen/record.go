@@ -1,0 +1,247 @@
+package loadgen
+
+import (
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Operations a Record can describe.
+const (
+	OpSeckill = "seckill" // POST /api/v1/seckill/{product_id}/orders
+	OpOrder   = "order"   // POST /api/v1/orders (regular, with Idempotency-Key)
+	OpPay     = "pay"     // POST /api/v1/orders/{order_no}/pay
+	OpCredit  = "credit"  // POST /api/v1/admin/wallets/{user_id}/credit
+)
+
+// Record is what one client saw for one HTTP request: the raw material of
+// the client-side checks (O3-O5) and of the latency figures. Times are the
+// client's own clock, which on one machine is the shop's clock too.
+type Record struct {
+	Op        string    `json:"op"`
+	UserID    int64     `json:"user_id"`
+	ProductID int64     `json:"product_id,omitempty"`
+	Quantity  int64     `json:"quantity,omitempty"` // asked for (orders)
+	Key       string    `json:"key,omitempty"`      // Idempotency-Key sent, if any
+	Target    int       `json:"target"`             // index into the base URLs
+	Attempt   int       `json:"attempt"`            // 0 for the first send of a logical request
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+
+	Status   int    `json:"status"`         // 0: no answer (transport error or client timeout)
+	Code     string `json:"code,omitempty"` // problem+json code
+	Err      string `json:"err,omitempty"`  // transport error or client timeout
+	Replayed bool   `json:"replayed"`       // Idempotent-Replayed: true
+	OrderNo  string `json:"order_no,omitempty"`
+	// What the answer said about the order (2xx on order and pay routes).
+	OrderQuantity int64  `json:"order_quantity,omitempty"`
+	OrderUserID   int64  `json:"order_user_id,omitempty"`
+	OrderProduct  int64  `json:"order_product_id,omitempty"`
+	OrderStatus   string `json:"order_status,omitempty"`
+	AmountCents   int64  `json:"amount_cents,omitempty"`
+	Balance       int64  `json:"balance_cents,omitempty"` // credit answers
+	// PaidOrderNo is the order a 2xx pay answer named (OrderNo is the one
+	// the request's path named).
+	PaidOrderNo string `json:"paid_order_no,omitempty"`
+}
+
+// Latency is how long the request took as the client saw it.
+func (r Record) Latency() time.Duration { return r.End.Sub(r.Start) }
+
+// OK reports a 2xx answer.
+func (r Record) OK() bool { return r.Status >= 200 && r.Status < 300 }
+
+// Failed reports an answer that says nothing about the outcome: no answer at
+// all, or a 5xx other than 503 busy (which promises nothing was changed).
+func (r Record) Failed() bool { return r.Status == 0 || (r.Status >= 500 && r.Code != "busy") }
+
+// Recorder collects records from many goroutines and keeps live counters
+// for progress reports.
+type Recorder struct {
+	mu      sync.Mutex
+	records []Record
+	stats   Stats
+	started time.Time
+}
+
+// NewRecorder starts the clock of a run that plans to send about planned
+// requests (0 when unknown).
+func NewRecorder(planned int) *Recorder {
+	return &Recorder{started: time.Now(), stats: Stats{Planned: planned, ByOutcome: map[string]int{}}}
+}
+
+// Add records one request.
+func (r *Recorder) Add(rec Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec)
+	r.stats.Done++
+	if rec.Failed() {
+		r.stats.Errors++
+	}
+	r.stats.ByOutcome[Outcome(rec)]++
+}
+
+// Stats returns the counters so far.
+func (r *Recorder) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stats
+	s.ByOutcome = make(map[string]int, len(r.stats.ByOutcome))
+	for k, v := range r.stats.ByOutcome {
+		s.ByOutcome[k] = v
+	}
+	s.Elapsed = time.Since(r.started)
+	if sec := s.Elapsed.Seconds(); sec > 0 {
+		s.Rate = float64(s.Done) / sec
+	}
+	return s
+}
+
+// Records returns a copy of everything recorded, ordered by start time.
+func (r *Recorder) Records() []Record {
+	r.mu.Lock()
+	out := slices.Clone(r.records)
+	r.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
+}
+
+// Stats are the live counters of a run, for progress lines.
+type Stats struct {
+	Planned   int            `json:"planned"`
+	Done      int            `json:"done"`
+	Errors    int            `json:"errors"` // no answer, or 5xx other than busy
+	Rate      float64        `json:"rate"`   // requests per second so far
+	Elapsed   time.Duration  `json:"elapsed_ns"`
+	ByOutcome map[string]int `json:"by_outcome"`
+}
+
+// Outcome names a record's answer for counting: "201", "200 replay",
+// "409 sold_out", "no answer", ...
+func Outcome(r Record) string {
+	switch {
+	case r.Status == 0:
+		return "no answer"
+	case r.Replayed:
+		return strconv.Itoa(r.Status) + " replay"
+	case r.Code != "":
+		return strconv.Itoa(r.Status) + " " + r.Code
+	default:
+		return strconv.Itoa(r.Status)
+	}
+}
+
+// Summary condenses records into the figures a report prints.
+type Summary struct {
+	Requests   int            `json:"requests"`
+	Answered   int            `json:"answered"`
+	Errors     int            `json:"errors"`
+	Duration   time.Duration  `json:"duration_ns"`
+	Throughput float64        `json:"throughput_rps"`
+	P50        time.Duration  `json:"p50_ns"`
+	P90        time.Duration  `json:"p90_ns"`
+	P99        time.Duration  `json:"p99_ns"`
+	Max        time.Duration  `json:"max_ns"`
+	ByOutcome  map[string]int `json:"by_outcome"`
+}
+
+// Summarize computes the summary of records (latency percentiles over the
+// answered requests; throughput over the span from the first send to the
+// last answer).
+func Summarize(recs []Record) Summary {
+	s := Summary{Requests: len(recs), ByOutcome: map[string]int{}}
+	if len(recs) == 0 {
+		return s
+	}
+	first, last := recs[0].Start, recs[0].End
+	lat := make([]time.Duration, 0, len(recs))
+	for _, r := range recs {
+		if r.Start.Before(first) {
+			first = r.Start
+		}
+		if r.End.After(last) {
+			last = r.End
+		}
+		s.ByOutcome[Outcome(r)]++
+		if r.Failed() {
+			s.Errors++
+		}
+		if r.Status != 0 {
+			s.Answered++
+			lat = append(lat, r.Latency())
+		}
+	}
+	s.Duration = last.Sub(first)
+	if sec := s.Duration.Seconds(); sec > 0 {
+		s.Throughput = float64(s.Answered) / sec
+	}
+	slices.Sort(lat)
+	s.P50, s.P90, s.P99 = Percentile(lat, 0.50), Percentile(lat, 0.90), Percentile(lat, 0.99)
+	if len(lat) > 0 {
+		s.Max = lat[len(lat)-1]
+	}
+	return s
+}
+
+// Percentile returns the q-quantile (nearest rank) of sorted durations.
+func Percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return sorted[i]
+}
+
+// Point is one time bucket of a run, for charts.
+type Point struct {
+	T          time.Duration `json:"t_ns"` // bucket start, from the first send
+	Requests   int           `json:"requests"`
+	Errors     int           `json:"errors"`
+	Throughput float64       `json:"throughput_rps"` // answers per second ending in the bucket
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
+}
+
+// Series buckets the records by the time their answer arrived, into about
+// n buckets (at least 100ms wide).
+func Series(recs []Record, n int) []Point {
+	if len(recs) == 0 || n <= 0 {
+		return nil
+	}
+	first, last := recs[0].Start, recs[0].End
+	for _, r := range recs {
+		if r.Start.Before(first) {
+			first = r.Start
+		}
+		if r.End.After(last) {
+			last = r.End
+		}
+	}
+	width := max(100*time.Millisecond, last.Sub(first)/time.Duration(n))
+	buckets := int(last.Sub(first)/width) + 1
+	lats := make([][]time.Duration, buckets)
+	pts := make([]Point, buckets)
+	for i := range pts {
+		pts[i].T = time.Duration(i) * width
+	}
+	for _, r := range recs {
+		i := int(r.End.Sub(first) / width)
+		pts[i].Requests++
+		if r.Failed() {
+			pts[i].Errors++
+		}
+		if r.Status != 0 {
+			lats[i] = append(lats[i], r.Latency())
+		}
+	}
+	for i := range pts {
+		slices.Sort(lats[i])
+		pts[i].Throughput = float64(len(lats[i])) / width.Seconds()
+		pts[i].P50, pts[i].P99 = Percentile(lats[i], 0.5), Percentile(lats[i], 0.99)
+	}
+	return pts
+}

@@ -1,0 +1,207 @@
+// Command loadtest is the shop's load-test harness: it starts N shop
+// instances against one database and one Redis (or targets running ones),
+// races, retries, pays and breaks things, and then proves from the database
+// and from the clients' own records that nothing was oversold, ordered twice
+// or charged twice.
+//
+//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all [flags]
+//
+// It exits 0 only when every invariant held (compare: when the safe row is
+// clean and at least one unsafe row was caught).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/platform"
+)
+
+var allScenarios = []string{"race", "retry", "pay", "chaos", "compare"}
+
+type options struct {
+	scenarios      []string
+	users          int
+	stock          int
+	retries        int
+	instances      int
+	concurrency    int
+	payBuyers      int
+	timeout        time.Duration
+	tinyTimeout    time.Duration
+	chaosDuration  time.Duration
+	paymentTimeout time.Duration
+	sweepInterval  time.Duration
+	maxDuration    time.Duration
+	report         string
+	targets        []string
+	adminToken     string
+	shopBin        string
+	keep           bool
+	mysqlDSN       string
+	redisURL       string
+	strategy       string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func parse(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scenario := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all, or a comma-separated list")
+	fs.IntVar(&o.users, "users", 5000, "buyers per run (race, retry, chaos, compare)")
+	fs.IntVar(&o.stock, "stock", 500, "units of the flash-sale product")
+	fs.IntVar(&o.retries, "retries", 5, "sends per buyer in retry and compare")
+	fs.IntVar(&o.instances, "instances", 3, "shop processes to start")
+	fs.IntVar(&o.concurrency, "concurrency", 256, "buyers in flight at once")
+	fs.IntVar(&o.payBuyers, "pay-orders", 500, "orders in the pay scenario")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "client timeout of one request")
+	fs.DurationVar(&o.tinyTimeout, "tiny-timeout", 50*time.Millisecond, "client timeout of the sends given up early (retry, compare)")
+	fs.DurationVar(&o.chaosDuration, "chaos-duration", 20*time.Second, "how long the chaos load runs (buyers are paced over it)")
+	fs.DurationVar(&o.paymentTimeout, "payment-timeout", 2*time.Second, "SHOP_PAYMENT_TIMEOUT of the pay scenario (with --target: the targets' value)")
+	fs.DurationVar(&o.sweepInterval, "sweep-interval", 200*time.Millisecond, "SHOP_SWEEP_INTERVAL of the pay scenario")
+	fs.DurationVar(&o.maxDuration, "max-duration", 10*time.Minute, "upper bound of one scenario")
+	fs.StringVar(&o.report, "report", "", "directory to write report.json and report.html into")
+	target := fs.String("target", "", "comma-separated base URLs of running shops (then no process is started or killed)")
+	fs.StringVar(&o.adminToken, "admin-token", getenv("SHOP_ADMIN_TOKEN"), "admin token of the --target shops ($SHOP_ADMIN_TOKEN)")
+	fs.StringVar(&o.shopBin, "shop-bin", "", "shop binary to run (default: go build ./cmd/shop)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the databases, Redis keys, logs and work directory")
+	fs.StringVar(&o.mysqlDSN, "mysql-dsn", getenv("SHOP_MYSQL_DSN"), "MySQL/MariaDB server DSN; each run gets a fresh database loadtest_<random> ($SHOP_MYSQL_DSN; empty: SQLite)")
+	fs.StringVar(&o.redisURL, "redis-url", getenv("SHOP_REDIS_URL"), "Redis to share, under a fresh key prefix per run ($SHOP_REDIS_URL; empty: a private redis-server, or in-process)")
+	fs.StringVar(&o.strategy, "strategy", platform.StrategyLockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, s := range strings.Split(*scenario, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "all":
+			o.scenarios = append(o.scenarios, allScenarios...)
+		case slices.Contains(allScenarios, s):
+			o.scenarios = append(o.scenarios, s)
+		default:
+			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all)", s)
+		}
+	}
+	if *target != "" {
+		for _, t := range strings.Split(*target, ",") {
+			o.targets = append(o.targets, strings.TrimSpace(t))
+		}
+		if o.adminToken == "" {
+			return o, errors.New("--target needs --admin-token (or SHOP_ADMIN_TOKEN): the targets' admin token")
+		}
+	}
+	switch {
+	case o.users < 1 || o.stock < 1 || o.retries < 1 || o.instances < 1 || o.concurrency < 1 || o.payBuyers < 1:
+		return o, errors.New("--users, --stock, --retries, --instances, --concurrency and --pay-orders must be at least 1")
+	case o.users > 1_000_000 || o.concurrency > 4096 || o.instances > 16 || o.retries > 50:
+		return o, errors.New("sizes out of bounds (users <= 1e6, concurrency <= 4096, instances <= 16, retries <= 50)")
+	case !slices.Contains(platform.Strategies, o.strategy):
+		return o, fmt.Errorf("--strategy: one of %s", strings.Join(platform.Strategies, ", "))
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parse(args, getenv, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "loadtest:", err)
+		}
+		return 2
+	}
+	tty := false
+	if f, ok := stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil {
+			tty = st.Mode()&os.ModeCharDevice != 0
+		}
+	}
+	h := &harness{o: o, out: stdout, tty: tty, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	h.workdir, err = os.MkdirTemp("", "shop-loadtest-")
+	if err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 1
+	}
+	if o.keep {
+		fmt.Fprintf(stdout, "work directory (kept): %s\n", h.workdir)
+	}
+	defer func() {
+		if !o.keep {
+			os.RemoveAll(h.workdir)
+		}
+	}()
+	if len(o.targets) == 0 {
+		h.bin = o.shopBin
+		if h.bin == "" {
+			fmt.Fprintln(stdout, "building the shop: go build ./cmd/shop")
+			if h.bin, err = buildShop(ctx, h.workdir); err != nil {
+				fmt.Fprintln(stderr, "loadtest:", err)
+				return 1
+			}
+		}
+	}
+
+	rep := fullReport{Started: time.Now(), Command: "go run ./loadtest " + strings.Join(args, " "), Pass: true}
+	rep.Host, _ = os.Hostname()
+	for _, name := range o.scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		r := h.run(ctx, name)
+		if !r.Pass {
+			rep.Pass = false
+		}
+		writeText(stdout, r)
+		rep.Scenarios = append(rep.Scenarios, r)
+	}
+	if ctx.Err() != nil {
+		rep.Pass = false
+		fmt.Fprintln(stdout, "interrupted")
+	}
+	if o.report != "" {
+		if err := writeFiles(o.report, rep); err != nil {
+			fmt.Fprintln(stderr, "loadtest: report:", err)
+			rep.Pass = false
+		} else {
+			fmt.Fprintf(stdout, "\nreport: %s/report.html, %s/report.json\n", o.report, o.report)
+		}
+	}
+	fmt.Fprintln(stdout)
+	for _, r := range rep.Scenarios {
+		res := "PASS"
+		if !r.Pass {
+			res = "FAIL"
+		}
+		violations := "-"
+		if r.Verdict != nil {
+			violations = fmt.Sprint(len(r.Verdict.Violations))
+		}
+		fmt.Fprintf(stdout, "%-8s %s  violations %s  %.0f answers/s  p50 %s  p99 %s  (%s)\n", r.Name, res, violations,
+			r.Summary.Throughput, ms(r.Summary.P50), ms(r.Summary.P99), r.Elapsed.Round(100*time.Millisecond))
+	}
+	if !rep.Pass {
+		fmt.Fprintln(stdout, "loadtest: FAIL")
+		return 1
+	}
+	fmt.Fprintln(stdout, "loadtest: PASS")
+	return 0
+}

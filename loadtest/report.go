@@ -1,0 +1,403 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
+)
+
+// fullReport is report.json.
+type fullReport struct {
+	Started   time.Time        `json:"started"`
+	Host      string           `json:"host"`
+	Command   string           `json:"command"`
+	Pass      bool             `json:"pass"`
+	Scenarios []scenarioReport `json:"scenarios"`
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+}
+
+func outcomes(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return strings.Join(parts, " | ")
+}
+
+// writeText prints one scenario for a person.
+func writeText(w io.Writer, r scenarioReport) {
+	fmt.Fprintf(w, "\n=== %s: %s\n", r.Name, r.Title)
+	if r.Setup != "" {
+		fmt.Fprintf(w, "setup:    %s\n", r.Setup)
+	}
+	s := r.Summary
+	if s.Requests > 0 && r.Compare == nil {
+		fmt.Fprintf(w, "load:     %d requests in %.2fs: %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors (no answer or 5xx) %d\n",
+			s.Requests, s.Duration.Seconds(), s.Throughput, ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), s.Errors)
+		fmt.Fprintf(w, "answers:  %s\n", outcomes(s.ByOutcome))
+	}
+	if v := r.Verdict; v != nil {
+		c := v.Counts
+		fmt.Fprintf(w, "database: %d orders (paid %d) holding %d units, %d cancelled; %d units added; stock left %d; oversold %d; duplicate orders %d\n",
+			c.Orders, c.Paid, c.Held, c.Cancelled, c.Added, c.StockLeft, c.Oversold, c.Duplicates)
+		fmt.Fprintf(w, "clients:  lost acknowledgements %d; undersold refusals %d\n", c.LostAcks, c.Undersold)
+	}
+	if len(r.Metrics) > 0 {
+		keys := make([]string, 0, len(r.Metrics))
+		for k := range r.Metrics {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %.0f", strings.TrimPrefix(k, "shop_inventory_"), r.Metrics[k]))
+		}
+		fmt.Fprintf(w, "metrics:  %s (summed over instances and restarts)\n", strings.Join(parts, ", "))
+	}
+	for _, f := range r.Faults {
+		fmt.Fprintf(w, "fault:    %s on %s at %.1fs, lasted %s: %s", f.Name, f.Target, f.At.Seconds(), f.Lasted.Round(time.Millisecond), f.Effect)
+		if f.Err != "" {
+			fmt.Fprintf(w, " (error: %s)", f.Err)
+		}
+		fmt.Fprintln(w)
+	}
+	if r.Compare != nil {
+		writeCompare(w, r.Compare)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note:     %s\n", n)
+	}
+	if v := r.Verdict; v != nil {
+		if r.ViaAPI {
+			fmt.Fprint(w, "checked:  I1-I4 O1-O2 M1-M2 (audit route), O3-O5 and money (client records, orders read through the API)")
+		} else {
+			fmt.Fprint(w, "checked:  I1-I4 O1-O2 M1-M2 (database audit), O3-O5 and money (client records), L2 (ledger fences)")
+		}
+		if r.Name == "chaos" {
+			fmt.Fprint(w, ", L3 (lock free after SIGKILL)")
+		}
+		if r.Name == "pay" {
+			fmt.Fprint(w, ", PAY (every order paid or cancelled)")
+		}
+		fmt.Fprintln(w)
+		writeViolations(w, v.Violations, "  ")
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "error:    %s\n", r.Error)
+	}
+	verdict := "PASS"
+	if !r.Pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "result:   %s (%s)\n", verdict, r.Elapsed.Round(100*time.Millisecond))
+}
+
+func writeViolations(w io.Writer, vs []auditViolation, indent string) {
+	if len(vs) == 0 {
+		fmt.Fprintf(w, "%sviolations: 0\n", indent)
+		return
+	}
+	fmt.Fprintf(w, "%sviolations: %d\n", indent, len(vs))
+	for _, v := range vs {
+		fmt.Fprintf(w, "%s%s", indent, v.Invariant)
+		if v.ProductID != 0 {
+			fmt.Fprintf(w, " product %d", v.ProductID)
+		}
+		if v.UserID != 0 {
+			fmt.Fprintf(w, " user %d", v.UserID)
+		}
+		fmt.Fprintf(w, ": %s\n", v.Detail)
+		for i, row := range v.Rows {
+			if i == 5 {
+				fmt.Fprintf(w, "%s    ... %d more rows in report.json\n", indent, len(v.Rows)-5)
+				break
+			}
+			b, _ := json.Marshal(row)
+			fmt.Fprintf(w, "%s    %s\n", indent, b)
+		}
+	}
+}
+
+func writeCompare(w io.Writer, rows []compareRow) {
+	fmt.Fprintf(w, "%-30s %7s %9s %11s %10s %10s %8s %8s %8s  %s\n", "row", "orders", "oversold", "duplicates", "lost acks", "undersold", "req/s", "p50", "p99", "violated")
+	for _, c := range rows {
+		if c.Error != "" {
+			fmt.Fprintf(w, "%-30s error: %s\n", c.Row, c.Error)
+			continue
+		}
+		v := strings.Join(c.Violated, " ")
+		if v == "" {
+			v = "none"
+		}
+		fmt.Fprintf(w, "%-30s %7d %9d %11d %10d %10d %8.0f %8s %8s  %s\n", c.Row, c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold,
+			c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), v)
+	}
+	for _, c := range rows {
+		if len(c.violations) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: the rows that prove it\n", c.Row)
+		writeViolations(w, firstPerInvariant(c.violations), "    ")
+	}
+}
+
+// firstPerInvariant keeps the first violation of each invariant, for a
+// readable table footnote.
+func firstPerInvariant(vs []auditViolation) []auditViolation {
+	seen := map[string]bool{}
+	var out []auditViolation
+	for _, v := range vs {
+		if !seen[v.Invariant] {
+			seen[v.Invariant] = true
+			if len(v.Rows) > 3 {
+				v.Rows = v.Rows[:3]
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// writeFiles writes report.json and report.html into dir.
+func writeFiles(dir string, rep fullReport) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.html"), []byte(renderHTML(rep)), 0o644)
+}
+
+func renderHTML(rep fullReport) string {
+	var b strings.Builder
+	esc := html.EscapeString
+	verdict := map[bool]string{true: `<span class="ok">PASS</span>`, false: `<span class="bad">FAIL</span>`}
+	b.WriteString(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>shop load test</title><style>
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
+td.l,th.l{text-align:left}.ok{color:#1a7f37;font-weight:bold}.bad{color:#c62828;font-weight:bold}
+pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#666}svg{display:block;margin:.5em 0}
+</style></head><body>`)
+	fmt.Fprintf(&b, "<h1>Shop load test %s</h1><p class=muted>%s on %s<br><code>%s</code></p>",
+		verdict[rep.Pass], rep.Started.Format(time.RFC3339), esc(rep.Host), esc(rep.Command))
+	b.WriteString("<table><tr><th class=l>scenario</th><th>requests</th><th>answers/s</th><th>p50</th><th>p99</th><th>violations</th><th>result</th></tr>")
+	for _, s := range rep.Scenarios {
+		nv := "-"
+		if s.Verdict != nil {
+			nv = fmt.Sprint(len(s.Verdict.Violations))
+		}
+		fmt.Fprintf(&b, "<tr><td class=l><a href=\"#%s\">%s</a></td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
+			esc(s.Name), esc(s.Name), s.Summary.Requests, s.Summary.Throughput, ms(s.Summary.P50), ms(s.Summary.P99), nv, verdict[s.Pass])
+	}
+	b.WriteString("</table>")
+	for _, s := range rep.Scenarios {
+		fmt.Fprintf(&b, "<h2 id=\"%s\">%s: %s %s</h2>", esc(s.Name), esc(s.Name), esc(s.Title), verdict[s.Pass])
+		if s.Setup != "" {
+			fmt.Fprintf(&b, "<p class=muted>%s</p>", esc(s.Setup))
+		}
+		if s.Error != "" {
+			fmt.Fprintf(&b, "<p class=bad>error: %s</p>", esc(s.Error))
+		}
+		if s.Compare == nil && s.Summary.Requests > 0 {
+			x := s.Summary
+			fmt.Fprintf(&b, "<p>%d requests in %.2fs, %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors %d<br><span class=muted>%s</span></p>",
+				x.Requests, x.Duration.Seconds(), x.Throughput, ms(x.P50), ms(x.P90), ms(x.P99), ms(x.Max), x.Errors, esc(outcomes(x.ByOutcome)))
+			b.WriteString(charts(s.Series, s.Faults))
+		}
+		if v := s.Verdict; v != nil {
+			c := v.Counts
+			fmt.Fprintf(&b, "<table><tr><th>orders</th><th>units held</th><th>cancelled</th><th>paid</th><th>units added</th><th>stock left</th><th>oversold</th><th>duplicates</th><th>lost acks</th><th>undersold</th></tr>"+
+				"<tr><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr></table>",
+				c.Orders, c.Held, c.Cancelled, c.Paid, c.Added, c.StockLeft, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold)
+		}
+		if len(s.Faults) > 0 {
+			b.WriteString("<table><tr><th class=l>fault</th><th class=l>target</th><th>at</th><th>lasted</th><th class=l>effect</th></tr>")
+			for _, f := range s.Faults {
+				fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%s</td><td class=l>%s%s</td></tr>",
+					esc(f.Name), esc(f.Target), f.At.Seconds(), f.Lasted.Round(time.Millisecond), esc(f.Effect), esc(f.Err))
+			}
+			b.WriteString("</table>")
+		}
+		if len(s.Metrics) > 0 {
+			b.WriteString("<p class=muted>")
+			keys := make([]string, 0, len(s.Metrics))
+			for k := range s.Metrics {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(&b, "%s = %.0f<br>", esc(k), s.Metrics[k])
+			}
+			b.WriteString("</p>")
+		}
+		if s.Compare != nil {
+			b.WriteString("<table><tr><th class=l>row</th><th class=l>settings</th><th>orders</th><th>oversold units</th><th>duplicate orders</th><th>lost acks</th><th>undersold</th><th>answers/s</th><th>p50</th><th>p99</th><th class=l>violated</th></tr>")
+			for _, c := range s.Compare {
+				viol := strings.Join(c.Violated, " ")
+				cls := "ok"
+				if viol != "" {
+					cls = "bad"
+				} else {
+					viol = "none"
+				}
+				if c.Error != "" {
+					viol, cls = "error: "+c.Error, "bad"
+				}
+				fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l><code>%s</code></td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td class=\"l %s\">%s</td></tr>",
+					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), cls, esc(viol))
+			}
+			b.WriteString("</table>")
+			for _, c := range s.Compare {
+				if len(c.violations) > 0 {
+					fmt.Fprintf(&b, "<p><b>%s</b></p>", esc(c.Row))
+					b.WriteString(violationsHTML(firstPerInvariant(c.violations)))
+				}
+			}
+		}
+		for _, n := range s.Notes {
+			fmt.Fprintf(&b, "<p>%s</p>", esc(n))
+		}
+		if s.Verdict != nil {
+			b.WriteString(violationsHTML(s.Verdict.Violations))
+		}
+	}
+	b.WriteString("</body></html>\n")
+	return b.String()
+}
+
+func violationsHTML(vs []auditViolation) string {
+	if len(vs) == 0 {
+		return `<p class=ok>no violations</p>`
+	}
+	var b strings.Builder
+	for _, v := range vs {
+		rows, _ := json.MarshalIndent(v.Rows, "", " ")
+		fmt.Fprintf(&b, "<p class=bad>%s product %d user %d: %s</p><pre>%s</pre>", html.EscapeString(v.Invariant), v.ProductID, v.UserID,
+			html.EscapeString(v.Detail), html.EscapeString(string(rows)))
+	}
+	return b.String()
+}
+
+// charts draws latency (p50, p99) and throughput over time as inline SVG,
+// with each fault marked.
+func charts(pts []loadgen.Point, faults []fault) string {
+	if len(pts) == 0 {
+		return ""
+	}
+	var p50, p99, thr [][2]float64
+	for _, p := range pts {
+		t := p.T.Seconds()
+		thr = append(thr, [2]float64{t, p.Throughput})
+		if p.Requests > p.Errors {
+			p50 = append(p50, [2]float64{t, float64(p.P50) / float64(time.Millisecond)})
+			p99 = append(p99, [2]float64{t, float64(p.P99) / float64(time.Millisecond)})
+		}
+	}
+	var marks []float64
+	for _, f := range faults {
+		marks = append(marks, f.At.Seconds())
+	}
+	return lineChart("latency over time (ms)", []chartSeries{{"p99", "#c62828", p99}, {"p50", "#1565c0", p50}}, marks) +
+		lineChart("throughput (answers per second)", []chartSeries{{"answers/s", "#2e7d32", thr}}, marks)
+}
+
+type chartSeries struct {
+	name, color string
+	pts         [][2]float64
+}
+
+// lineChart is a minimal SVG line chart: x in seconds, y from 0.
+func lineChart(title string, series []chartSeries, marks []float64) string {
+	const w, h, l, r, t, bt = 760.0, 220.0, 60.0, 20.0, 28.0, 30.0
+	var xmax, ymax float64
+	for _, s := range series {
+		for _, p := range s.pts {
+			xmax, ymax = math.Max(xmax, p[0]), math.Max(ymax, p[1])
+		}
+	}
+	if xmax <= 0 {
+		xmax = 1
+	}
+	ymax = niceCeil(ymax)
+	x := func(v float64) float64 { return l + v/xmax*(w-l-r) }
+	y := func(v float64) float64 { return h - bt - v/ymax*(h-t-bt) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-size="11" font-family="sans-serif">`, w, h, w, h)
+	fmt.Fprintf(&b, `<text x="%.0f" y="16" font-size="13">%s</text>`, l, html.EscapeString(title))
+	for i := 0; i <= 4; i++ {
+		v := ymax * float64(i) / 4
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%.1f" y="%.1f" text-anchor="end">%s</text>`,
+			l, w-r, y(v), y(v), l-4, y(v)+4, trimFloat(v))
+	}
+	for i := 0; i <= 5; i++ {
+		v := xmax * float64(i) / 5
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%.1fs</text>`, x(v), h-bt+14, v)
+	}
+	fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="#999"/>`, l, w-r, h-bt, h-bt)
+	for _, m := range marks {
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#f9a825" stroke-dasharray="4 3"/>`, x(m), x(m), t, h-bt)
+	}
+	for i, s := range series {
+		if len(s.pts) == 0 {
+			continue
+		}
+		var pts []string
+		for _, p := range s.pts {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p[0]), y(p[1])))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, s.color, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<text x="%.0f" y="16" fill="%s">%s</text>`, w-r-70*float64(i+1), s.color, html.EscapeString(s.name))
+	}
+	b.WriteString("</svg>")
+	return b.String()
+}
+
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func trimFloat(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
