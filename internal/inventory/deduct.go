@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/lockx"
 )
 
@@ -120,7 +121,7 @@ func (s *Service) conditional(ctx context.Context, d Deduction, fence int64) (p 
 	if fence > 0 {
 		s.labPause(ctx)
 	}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		now := time.Now().UTC()
 		q := "UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?"
 		args := []any{d.Quantity, now, d.ProductID, d.Quantity}
@@ -179,7 +180,7 @@ func (s *Service) readModifyWrite(ctx context.Context, d Deduction, fence int64)
 		s.labPause(ctx)
 	}
 	left := p.Stock - d.Quantity
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, time.Now().UTC(), d.ProductID).Error; err != nil {
 			return err
 		}

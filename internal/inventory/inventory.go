@@ -11,12 +11,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/lockx"
 )
 
@@ -134,13 +134,13 @@ func (s *Service) Create(ctx context.Context, name string, priceCents, stock int
 	if idemRef != "" {
 		p.IdemRef = &idemRef
 	}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		if err := tx.Create(&p).Error; err != nil {
 			return err
 		}
 		return tx.Create(&LedgerRow{ProductID: p.ID, Delta: stock, Reason: ReasonCreate, CreatedAt: now}).Error
 	})
-	if err != nil && idemRef != "" && isDuplicate(err) {
+	if err != nil && idemRef != "" && dbx.IsDuplicate(err) {
 		var prev Product
 		if e := s.db.WithContext(ctx).Where("idem_ref = ?", idemRef).Take(&prev).Error; e != nil {
 			return Product{}, false, e
@@ -174,7 +174,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (
 	var out Product
 	added := false
 	err := s.locked(ctx, id, func(ctx context.Context, fence int64) error {
-		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			if err := tx.Take(&out, id).Error; err != nil {
 				if errors.Is(err, gorm.ErrRecordNotFound) {
 					return ErrNotFound
@@ -186,7 +186,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (
 				r = &ref
 			}
 			if err := tx.Create(&LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, Fence: fence, CreatedAt: time.Now().UTC()}).Error; err != nil {
-				if isDuplicate(err) {
+				if dbx.IsDuplicate(err) {
 					return nil // this restock already happened
 				}
 				return err
@@ -253,21 +253,6 @@ func (s *Service) locked(ctx context.Context, id int64, fn func(ctx context.Cont
 	}()
 	return fn(l.Context(), l.Fence())
 }
-
-func isDuplicate(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return true
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "Duplicate entry") || strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "Error 1062")
-}
-
-// IsDuplicate reports whether err is a unique-index violation, for callers
-// that insert under a unique key (orders, payments).
-func IsDuplicate(err error) bool { return isDuplicate(err) }
 
 func (s *Service) labPause(ctx context.Context) {
 	if s.cfg.PauseAfterLock <= 0 || rand.Float64() >= s.cfg.PauseProbability {

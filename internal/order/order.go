@@ -15,6 +15,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 )
@@ -183,7 +184,7 @@ func (s *Service) create(ctx context.Context, d inventory.Deduction, o Order, ha
 		s.metrics.created(o.Kind)
 		return o, true, nil
 	}
-	if inventory.IsDuplicate(err) {
+	if dbx.IsDuplicate(err) {
 		// Lost the race to a twin on the unique order number: its order wins.
 		err = check(context.WithoutCancel(ctx))
 	}
@@ -261,7 +262,8 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string) (out Order
 		return o, false, ErrInvalidState
 	}
 	err = s.inv.WithProductLock(ctx, o.ProductID, func(ctx context.Context) error {
-		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+			won = false
 			now := Now()
 			for range 5 {
 				res := tx.Model(&Order{}).Where("order_no = ? AND status = ? AND version = ?", o.OrderNo, StatusPending, o.Version).

@@ -17,8 +17,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
-	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/order"
 )
@@ -188,7 +188,7 @@ func (s *Service) Pay(ctx context.Context, r PayRequest) (res Result, err error)
 
 // payOnce is one transaction of Pay.
 func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayRequest) (res Result, err error) {
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		var done bool
 		var err error
 		if res, done, err = s.replay(tx, rid, r); done || err != nil {
@@ -362,7 +362,7 @@ func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, errConflict) || inventory.IsDuplicate(err) {
+	if errors.Is(err, errConflict) || dbx.IsDuplicate(err) {
 		return true
 	}
 	msg := err.Error()

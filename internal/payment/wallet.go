@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/order"
 )
@@ -48,7 +49,7 @@ func (s *Service) Credit(ctx context.Context, userID, amount int64, ref, hash st
 
 // creditOnce is one transaction of Credit.
 func (s *Service) creditOnce(ctx context.Context, userID, amount int64, ref, hash string) (w Wallet, replayed bool, err error) {
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		// Insert first: on MySQL the snapshot of the reads below then starts
 		// after the row exists, whoever inserted it.
 		if err := ensureWallet(tx, userID); err != nil {
