@@ -27,7 +27,7 @@ lint:
 
 ## bench: the lock library's benchmarks
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./internal/lockx/...
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/lockx/...
 
 ## loadtest: the Go harness, flash-sale race scenario
 loadtest:

@@ -20,7 +20,8 @@
 //     earlier one for that key, from INCR on "<prefix>{key}:fence" in the same
 //     script and Cluster slot as the lock. The counter key never expires; it
 //     is as durable as your Redis persistence (a restart without AOF/RDB
-//     starts it over).
+//     starts it over; the store that checks fences can repair that with
+//     RaiseFence and its highest accepted fence).
 //   - Loss is reported at once: Lost() closes and Context() is cancelled when
 //     a renewal or Refresh finds the lock gone, when Release does, or when the
 //     locally computed validity (TTL minus clock drift since the acquire or
