@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,10 +56,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc := newServices(c, db, rdb, reg, log)
 	defer svc.close()
+	// Background work stops, and is waited for, before the backends close
+	// (deferred calls run last-in first-out).
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	svc.products.Start(bg)
-	go svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout)
+	var background sync.WaitGroup
+	defer func() { stopBG(); background.Wait() }()
+	background.Go(func() { svc.products.Follow(bg) })
+	background.Go(func() { svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout) })
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {

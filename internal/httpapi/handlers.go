@@ -227,11 +227,16 @@ func (a *api) restock(c *gin.Context) {
 	}
 	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
 		ref := idem.OrderNo("K", who(c).String(), strconv.FormatInt(id, 10), ir.key)
-		p, err := a.products.Restock(ctx, id, *req.Quantity, ref)
+		hash, _ := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+		p, replayed, err := a.products.Restock(ctx, id, *req.Quantity, ref, hash)
 		if err != nil {
 			return response{}, err
 		}
-		return jsonResponse(http.StatusOK, productOf(p), ""), nil
+		r := jsonResponse(http.StatusOK, productOf(p), "")
+		if replayed {
+			r.header["Idempotent-Replayed"] = "true"
+		}
+		return r, nil
 	})
 }
 

@@ -85,7 +85,7 @@ func readIdemHeaders(c *gin.Context, m idemMode) (idemRequest, error) {
 			return idemRequest{}, invalid(map[string]string{"Idempotency-Key": "send either Idempotency-Key or X-Form-Token, not both"})
 		}
 		if len(rawTok) != 1 || rawTok[0] == "" {
-			return idemRequest{}, newError("form_token_invalid", "the form token is empty")
+			return idemRequest{}, invalid(map[string]string{"X-Form-Token": "send exactly one non-empty form token"})
 		}
 		return idemRequest{formToken: rawTok[0]}, nil
 	}

@@ -83,6 +83,7 @@ var errorTable = []struct {
 	{idem.ErrInUse, "idempotency_key_in_use"},
 	{idem.ErrFingerprintMismatch, "idempotency_key_reused"},
 	{order.ErrRequestMismatch, "idempotency_key_reused"},
+	{inventory.ErrRequestMismatch, "idempotency_key_reused"},
 	{idem.ErrTokenInvalid, "form_token_invalid"},
 	{idem.ErrKeyMissing, "idempotency_key_missing"},
 	{idem.ErrKeyMalformed, "idempotency_key_missing"},

@@ -107,7 +107,7 @@ func (s *Service) withDeductLock(ctx context.Context, d Deduction, fn func(ctx c
 			return err
 		}
 	}
-	return fn(wctx, l.Fence())
+	return lostIsBusy(l, fn(wctx, l.Fence()))
 }
 
 // conditional: one guarded UPDATE decides; the fence (0 = none) rejects a

@@ -28,6 +28,10 @@ var (
 	// ErrBusy: the product lock was not obtained within the acquire timeout;
 	// nothing was changed.
 	ErrBusy = errors.New("system busy, retry later")
+	// ErrRequestMismatch: a restock reference was used before for a
+	// different request (the database's answer when Redis forgot the
+	// idempotency record).
+	ErrRequestMismatch = errors.New("idempotency key reused with a different request")
 	// errStaleFence: the database saw a newer fencing token than ours, so our
 	// hold is stale (paused past its TTL, or Redis lost the fence counter).
 	errStaleFence = errors.New("stale fencing token")
@@ -72,14 +76,15 @@ type Product struct {
 
 // LedgerRow is a row of the append-only stock ledger.
 type LedgerRow struct {
-	ID        int64 `gorm:"primaryKey"`
-	ProductID int64
-	Delta     int64
-	Reason    string
-	OrderNo   *string
-	Ref       *string
-	Fence     int64
-	CreatedAt time.Time
+	ID          int64 `gorm:"primaryKey"`
+	ProductID   int64
+	Delta       int64
+	Reason      string
+	OrderNo     *string
+	Ref         *string
+	RequestHash string
+	Fence       int64
+	CreatedAt   time.Time
 }
 
 // TableName maps LedgerRow to stock_ledger.
@@ -104,7 +109,7 @@ type Service struct {
 	metrics *Metrics
 }
 
-// New builds the service. Call Start to follow restocks from other instances.
+// New builds the service. Run Follow to hear of restocks in other instances.
 func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Service {
 	if cfg.Strategy == "" {
 		cfg.Strategy = LockFence
@@ -116,8 +121,9 @@ func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config
 		soldOut: newSoldOutCache(rdb, cfg.KeyPrefix, cfg.SoldOutCache)}
 }
 
-// Start follows sold-out resets published by other instances until ctx ends.
-func (s *Service) Start(ctx context.Context) { go s.soldOut.follow(ctx, s.log) }
+// Follow applies sold-out resets published by other instances until ctx
+// ends; run it in its own goroutine.
+func (s *Service) Follow(ctx context.Context) { s.soldOut.follow(ctx, s.log) }
 
 // Strategy is the deduction strategy in use.
 func (s *Service) Strategy() string { return s.cfg.Strategy }
@@ -135,6 +141,7 @@ func (s *Service) Create(ctx context.Context, name string, priceCents, stock int
 		p.IdemRef = &idemRef
 	}
 	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		p.ID = 0 // a rerun transaction must not reuse the rolled-back id
 		if err := tx.Create(&p).Error; err != nil {
 			return err
 		}
@@ -168,13 +175,15 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 }
 
 // Restock adds quantity under the product's lock, writes a ledger row and
-// ends the sold-out state in every instance. ref (a scoped Idempotency-Key)
-// makes a retried restock add nothing the second time.
-func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (Product, error) {
-	var out Product
-	added := false
-	err := s.locked(ctx, id, func(ctx context.Context, fence int64) error {
-		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+// ends the sold-out state in every instance. ref (a scoped Idempotency-Key,
+// may be empty) makes a retried restock add nothing the second time:
+// replayed is true then, and a retry whose hash differs from the first
+// request's is ErrRequestMismatch.
+func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
+	err = s.locked(ctx, id, false, func(ctx context.Context, fence int64) error {
+		added := false
+		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+			added, replayed = false, false
 			if err := tx.Take(&out, id).Error; err != nil {
 				if errors.Is(err, gorm.ErrRecordNotFound) {
 					return ErrNotFound
@@ -185,11 +194,20 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (
 			if ref != "" {
 				r = &ref
 			}
-			if err := tx.Create(&LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, Fence: fence, CreatedAt: time.Now().UTC()}).Error; err != nil {
-				if dbx.IsDuplicate(err) {
-					return nil // this restock already happened
+			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fence, CreatedAt: time.Now().UTC()}
+			if err := tx.Create(&row).Error; err != nil {
+				if !dbx.IsDuplicate(err) {
+					return err
 				}
-				return err
+				var prev LedgerRow // this restock already happened
+				if err := tx.Where("ref = ?", ref).Take(&prev).Error; err != nil {
+					return err
+				}
+				if prev.RequestHash != hash || prev.ProductID != id {
+					return ErrRequestMismatch
+				}
+				replayed = true
+				return nil
 			}
 			res := tx.Model(&Product{}).Where("id = ?", id).
 				Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": time.Now().UTC()})
@@ -199,15 +217,14 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref string) (
 			added = true
 			return tx.Take(&out, id).Error
 		})
+		if err == nil && added {
+			// Still under the lock, after COMMIT: no holder can mark the
+			// product sold out on the old stock after this clear.
+			s.Returned(ctx, id, quantity)
+		}
+		return err
 	})
-	if err != nil {
-		return out, err
-	}
-	if added { // a repeated restock added nothing: the gate must not grow either
-		s.gateAdd(ctx, id, quantity)
-	}
-	s.soldOut.clear(ctx, id)
-	return out, nil
+	return out, replayed, err
 }
 
 // ReturnTx gives an order's stock back inside the caller's transaction
@@ -222,7 +239,8 @@ func (s *Service) ReturnTx(tx *gorm.DB, productID, quantity int64, orderNo strin
 }
 
 // Returned must be called after the transaction that called ReturnTx
-// committed: the stock is sellable again everywhere.
+// committed, still holding the product lock: the stock is sellable again
+// everywhere.
 func (s *Service) Returned(ctx context.Context, productID, quantity int64) {
 	s.gateAdd(ctx, productID, quantity)
 	s.soldOut.clear(ctx, productID)
@@ -230,15 +248,22 @@ func (s *Service) Returned(ctx context.Context, productID, quantity int64) {
 
 // WithProductLock runs fn holding the product's lock (used by cancellation,
 // so a return never interleaves with a read-modify-write deduction and the
-// sold-out flag is set and cleared in lock order).
-func (s *Service) WithProductLock(ctx context.Context, productID int64, fn func(ctx context.Context) error) error {
-	return s.locked(ctx, productID, func(ctx context.Context, _ int64) error { return fn(ctx) })
+// sold-out flag is set and cleared in lock order). tryOnce skips the wait:
+// background work (the sweeper) yields to buyers and comes back later.
+func (s *Service) WithProductLock(ctx context.Context, productID int64, tryOnce bool, fn func(ctx context.Context) error) error {
+	return s.locked(ctx, productID, tryOnce, func(ctx context.Context, _ int64) error { return fn(ctx) })
 }
 
 // locked takes the product lock with the watchdog on, runs fn, and releases
-// only after fn returned (i.e. after its transaction committed).
-func (s *Service) locked(ctx context.Context, id int64, fn func(ctx context.Context, fence int64) error) error {
-	l, err := s.locks.Acquire(ctx, lockKey(id), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: true})
+// only after fn returned (i.e. after its transaction committed). A lock lost
+// while fn ran cancels fn's context, so its transaction rolls back; that is
+// reported as ErrBusy: nothing changed, retry.
+func (s *Service) locked(ctx context.Context, id int64, tryOnce bool, fn func(ctx context.Context, fence int64) error) error {
+	wait := s.cfg.LockWait
+	if tryOnce {
+		wait = 0
+	}
+	l, err := s.locks.Acquire(ctx, lockKey(id), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: true})
 	if errors.Is(err, lockx.ErrNotObtained) {
 		s.metrics.busy()
 		return ErrBusy
@@ -251,7 +276,16 @@ func (s *Service) locked(ctx context.Context, id int64, fn func(ctx context.Cont
 			s.log.Warn("product lock release failed", "product_id", id, "err", err)
 		}
 	}()
-	return fn(l.Context(), l.Fence())
+	return lostIsBusy(l, fn(l.Context(), l.Fence()))
+}
+
+// lostIsBusy turns the error of work whose lock was lost mid-way into
+// ErrBusy (the transaction did not commit: its context was cancelled).
+func lostIsBusy(l *lockx.Lock, err error) error {
+	if err != nil && errors.Is(context.Cause(l.Context()), lockx.ErrNotHeld) {
+		return fmt.Errorf("%w: the lock was lost before commit (%v)", ErrBusy, err)
+	}
+	return err
 }
 
 func (s *Service) labPause(ctx context.Context) {

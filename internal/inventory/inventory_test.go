@@ -281,12 +281,19 @@ func TestRedisGateGivesTokensBack(t *testing.T) {
 
 	// A restock adds to the gate once, even when retried.
 	for range 2 {
-		if _, err := s.Restock(ctx, id, 3, "restock-1"); err != nil {
+		if _, _, err := s.Restock(ctx, id, 3, "restock-1", "h1"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if g := gate(); g != 7 {
 		t.Errorf("gate after a restock and its retry = %d, want 7", g)
+	}
+	// The same reference with a different request adds nothing: 422's error.
+	if _, _, err := s.Restock(ctx, id, 30, "restock-1", "h2"); !errors.Is(err, inventory.ErrRequestMismatch) {
+		t.Errorf("restock reusing a reference for another request: %v, want ErrRequestMismatch", err)
+	}
+	if g := gate(); g != 7 {
+		t.Errorf("gate after a mismatched restock = %d, want 7", g)
 	}
 	// Ten buyers for the seven units, waiting for the lock as long as needed:
 	// seven admitted; the three refused are told sold out (or busy while
@@ -307,8 +314,8 @@ func TestSoldOutFastPathSetAndClearedEverywhere(t *testing.T) {
 	// restock's message can make b sell again within the test.
 	a := f.service(t, inventory.Config{Strategy: inventory.LockFence, SoldOutCache: time.Minute})
 	b := f.service(t, inventory.Config{Strategy: inventory.LockFence, SoldOutCache: time.Minute})
-	a.Start(ctx)
-	b.Start(ctx)
+	go a.Follow(ctx)
+	go b.Follow(ctx)
 	id := f.product(t, a, 1)
 	if err := deduct(ctx, a, id, 1); err != nil {
 		t.Fatal(err)
@@ -341,7 +348,7 @@ func TestSoldOutFastPathSetAndClearedEverywhere(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := a.Restock(ctx, id, 1, "r1"); err != nil {
+	if _, _, err := a.Restock(ctx, id, 1, "r1", ""); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := f.rdb.Exists(ctx, flag).Result(); n != 0 {

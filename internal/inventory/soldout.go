@@ -23,11 +23,12 @@ type soldOutCache struct {
 	ttl     time.Duration
 	mu      sync.Mutex
 	until   map[int64]time.Time
+	gen     map[int64]uint64 // bumped by every forget, so a slow is() cannot resurrect a cleared flag
 	channel string
 }
 
 func newSoldOutCache(rdb redis.UniversalClient, prefix string, ttl time.Duration) *soldOutCache {
-	return &soldOutCache{rdb: rdb, prefix: prefix, ttl: ttl, until: map[int64]time.Time{}, channel: prefix + "soldout:reset"}
+	return &soldOutCache{rdb: rdb, prefix: prefix, ttl: ttl, until: map[int64]time.Time{}, gen: map[int64]uint64{}, channel: prefix + "soldout:reset"}
 }
 
 func (c *soldOutCache) key(id int64) string { return c.prefix + "soldout:" + strconv.FormatInt(id, 10) }
@@ -35,6 +36,7 @@ func (c *soldOutCache) key(id int64) string { return c.prefix + "soldout:" + str
 func (c *soldOutCache) is(ctx context.Context, id int64) bool {
 	c.mu.Lock()
 	u, ok := c.until[id]
+	gen := c.gen[id]
 	c.mu.Unlock()
 	if ok && time.Now().Before(u) {
 		return true
@@ -43,16 +45,20 @@ func (c *soldOutCache) is(ctx context.Context, id int64) bool {
 	if err != nil || n == 0 {
 		return false // when in doubt, take the slow, exact path
 	}
-	c.remember(id)
+	c.remember(id, gen)
 	return true
 }
 
-func (c *soldOutCache) remember(id int64) {
+// remember trusts the flag locally, unless a clear arrived since gen was
+// read (the flag seen in Redis may be the one that clear removed).
+func (c *soldOutCache) remember(id int64, gen uint64) {
 	if c.ttl <= 0 {
 		return
 	}
 	c.mu.Lock()
-	c.until[id] = time.Now().Add(c.ttl)
+	if c.gen[id] == gen {
+		c.until[id] = time.Now().Add(c.ttl)
+	}
 	c.mu.Unlock()
 }
 
@@ -65,13 +71,17 @@ const flagTTL = 10 * time.Second
 
 // mark records that the product was seen with no stock.
 func (c *soldOutCache) mark(ctx context.Context, id int64) {
+	c.mu.Lock()
+	gen := c.gen[id]
+	c.mu.Unlock()
 	c.rdb.Set(ctx, c.key(id), "1", flagTTL)
-	c.remember(id)
+	c.remember(id, gen)
 }
 
 func (c *soldOutCache) forget(id int64) {
 	c.mu.Lock()
 	delete(c.until, id)
+	c.gen[id]++
 	c.mu.Unlock()
 }
 

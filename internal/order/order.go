@@ -116,10 +116,11 @@ func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, 
 	}
 	o, created, err := s.create(ctx, inventory.Deduction{ProductID: productID, Quantity: 1, OrderNo: no},
 		Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: 1, Kind: KindSeckill}, "", false)
-	if errors.Is(err, inventory.ErrSoldOut) && !s.cfg.NoIdempotency {
-		// A buyer's repeat gets its order even after the sale ended and even
-		// if Redis lost the marker: one point read on the unique index.
-		if prev, err2 := s.byNo(ctx, no); err2 == nil {
+	if (errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, inventory.ErrBusy)) && !s.cfg.NoIdempotency {
+		// A buyer's repeat gets its order even after the sale ended, while
+		// the lock is contended, and when Redis lost the marker: one point
+		// read on the unique index, no lock.
+		if prev, err2 := s.byNo(context.WithoutCancel(ctx), no); err2 == nil {
 			o, created, err = prev, false, nil
 		}
 	}
@@ -127,7 +128,7 @@ func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, 
 		return Order{}, false, err
 	}
 	if !s.cfg.NoIdempotency {
-		if err := s.markers.Mark(ctx, marker, o.OrderNo); err != nil {
+		if err := s.markers.Mark(context.WithoutCancel(ctx), marker, o.OrderNo); err != nil {
 			s.log.Warn("processed marker not written (the unique order number still guards)", "err", err)
 		}
 	}
@@ -173,6 +174,7 @@ func (s *Service) create(ctx context.Context, d inventory.Deduction, o Order, ha
 		}
 	}
 	d.Insert = func(tx *gorm.DB, p inventory.Product) error {
+		o.ID = 0 // a rerun transaction must not reuse the rolled-back id
 		now := Now()
 		o.AmountCents = p.PriceCents * o.Quantity
 		o.Status = StatusPending
@@ -186,7 +188,9 @@ func (s *Service) create(ctx context.Context, d inventory.Deduction, o Order, ha
 	}
 	if dbx.IsDuplicate(err) {
 		// Lost the race to a twin on the unique order number: its order wins.
-		err = check(context.WithoutCancel(ctx))
+		if twin := check(context.WithoutCancel(ctx)); twin != nil {
+			err = twin
+		}
 	}
 	return s.resolve(err, hash)
 }
@@ -247,22 +251,23 @@ func (s *Service) Cancel(ctx context.Context, userID int64, no string) (Order, e
 	if err != nil {
 		return o, err
 	}
-	o, _, err = s.cancel(ctx, o, "user")
+	o, _, err = s.cancel(ctx, o, "user", false)
 	return o, err
 }
 
 // cancel moves o to cancelled with a guarded update and returns its stock in
 // the same transaction, under the product lock. won reports whether this
-// call made the transition (false: someone else already had).
-func (s *Service) cancel(ctx context.Context, o Order, reason string) (out Order, won bool, err error) {
+// call made the transition (false: someone else already had). tryOnce
+// gives up at once when the product lock is taken (ErrBusy).
+func (s *Service) cancel(ctx context.Context, o Order, reason string, tryOnce bool) (out Order, won bool, err error) {
 	switch o.Status {
 	case StatusCancelled:
 		return o, false, nil
 	case StatusPaid:
 		return o, false, ErrInvalidState
 	}
-	err = s.inv.WithProductLock(ctx, o.ProductID, func(ctx context.Context) error {
-		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+	err = s.inv.WithProductLock(ctx, o.ProductID, tryOnce, func(ctx context.Context) error {
+		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			won = false
 			now := Now()
 			for range 5 {
@@ -292,9 +297,13 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string) (out Order
 			}
 			return fmt.Errorf("order %s: version kept moving", o.OrderNo)
 		})
+		if err == nil && won {
+			// Committed, and still under the product lock.
+			s.inv.Returned(ctx, o.ProductID, o.Quantity)
+		}
+		return err
 	})
 	if err == nil && won {
-		s.inv.Returned(ctx, o.ProductID, o.Quantity)
 		s.metrics.cancelled(reason)
 	}
 	return out, won, err

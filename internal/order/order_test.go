@@ -315,3 +315,36 @@ func TestSweepersInTwoInstancesCancelOnce(t *testing.T) {
 		t.Errorf("sweep again: %d, %v; want 0", n, err)
 	}
 }
+
+// A buyer's repeat needs no lock: while the product lock is held elsewhere
+// and Redis has forgotten the processed marker, the repeat still gets its
+// order, and another buyer gets ErrBusy.
+func TestSeckillRepeatWhileLockBusy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	locks := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
+	t.Cleanup(func() { locks.Close() })
+	inv := inventory.New(f.db, locks, f.rdb, inventory.Config{Strategy: inventory.LockFence,
+		LockTTL: 5 * time.Second, LockWait: 50 * time.Millisecond, KeyPrefix: f.prefix},
+		nil, discard())
+	orders := order.New(f.db, inv, idem.NewMarkers(f.rdb, f.prefix+"done:", time.Hour), order.Config{}, nil, discard())
+	id := f.product(t, f.shop(t), 5)
+	ctx := context.Background()
+	first, created, err := orders.Seckill(ctx, 11, id)
+	if err != nil || !created {
+		t.Fatalf("first seckill: created %v, %v", created, err)
+	}
+	f.deleteKeys(t)
+	held, err := locks.Acquire(ctx, "product:"+strconv.FormatInt(id, 10), lockx.AcquireOptions{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	again, created, err := orders.Seckill(ctx, 11, id)
+	if err != nil || created || again.OrderNo != first.OrderNo {
+		t.Errorf("repeat while the lock is busy: %s created %v err %v; want %s replayed", again.OrderNo, created, err, first.OrderNo)
+	}
+	if _, _, err := orders.Seckill(ctx, 12, id); !errors.Is(err, inventory.ErrBusy) {
+		t.Errorf("new buyer while the lock is busy: %v, want ErrBusy", err)
+	}
+}

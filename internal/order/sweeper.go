@@ -21,7 +21,9 @@ func (s *Service) Sweep(ctx context.Context, timeout time.Duration, batch int) (
 	}
 	n := 0
 	for _, o := range due {
-		_, won, err := s.cancel(ctx, o, "timeout")
+		// Try the product lock once: buyers go first, a busy product is
+		// swept on a later round, and one hot product cannot stall the rest.
+		_, won, err := s.cancel(ctx, o, "timeout", true)
 		switch {
 		case err == nil:
 			if won {
