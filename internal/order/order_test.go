@@ -17,7 +17,6 @@ import (
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/order"
-	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/internal/testenv"
 )
 
@@ -32,25 +31,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dsn := testenv.MySQL(t)
-	url, prefix := testenv.Redis(t)
-	db, err := platform.OpenDB(ctx, dsn, "", discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := platform.Migrate(ctx, db, discard()); err != nil {
-		t.Fatal(err)
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	return &fixture{db: db.DB, rdb: rdb, prefix: prefix}
+	rdb, prefix := testenv.RedisClient(t)
+	return &fixture{db: testenv.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
 }
 
 // shop is one instance's inventory and order book on the shared backends.
