@@ -113,6 +113,7 @@ func newBackend(ctx context.Context, o backendOptions, log *slog.Logger) (*backe
 		b.private, b.redisURL, b.redisKind = p, p.url(), "private"
 	default:
 		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true) // real expiry: lock and idempotency leases must run out
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("in-process redis: %w", err)
 		}
@@ -160,6 +161,7 @@ func (b *backend) restartRedis(ctx context.Context) error {
 		addr := b.mini.Addr()
 		b.mini.Close()
 		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true) // real expiry: lock and idempotency leases must run out
 		if err := m.StartAddr(addr); err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
 
 // fixture is one test's private database and Redis key prefix.
@@ -30,7 +31,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	rdb, prefix := testenv.RedisClient(t)
-	return &fixture{db: testenv.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
+	return &fixture{db: testdb.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

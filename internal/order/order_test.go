@@ -18,6 +18,7 @@ import (
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/order"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -32,7 +33,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	rdb, prefix := testenv.RedisClient(t)
-	return &fixture{db: testenv.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
+	return &fixture{db: testdb.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
 }
 
 // shop is one instance's inventory and order book on the shared backends.

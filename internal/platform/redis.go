@@ -31,6 +31,9 @@ func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
 	switch {
 	case rawURL == "":
 		m := miniredis.NewMiniRedis()
+		// miniredis only counts TTLs down when asked to; without this, lock
+		// leases, idempotency leases and form tokens would never expire.
+		m.ClockTTL(true)
 		if err := m.StartAddr(embeddedAddr); err != nil {
 			return nil, fmt.Errorf("SHOP_EMBEDDED_REDIS_ADDR: start in-process redis on %s: %w", embeddedAddr, err)
 		}

@@ -39,6 +39,15 @@ func TestOpenRedisEmbedded(t *testing.T) {
 	if got, err := other.Get(ctx, "k").Result(); err != nil || got != "v" {
 		t.Errorf("second client GET = %q, %v", got, err)
 	}
+
+	// TTLs run on the wall clock, as on a real server: a lock lease must end.
+	if err := r.Set(ctx, "lease", "v", 100*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := other.Exists(ctx, "lease").Val(); n != 0 {
+		t.Error("a key set with PX 100 still exists after 300ms: the in-process Redis does not expire keys")
+	}
 }
 
 func TestOpenRedisEmbeddedBusyAddressNamesVariable(t *testing.T) {

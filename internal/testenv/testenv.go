@@ -14,7 +14,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -27,8 +26,6 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
-
-	"github.com/seckill-lab/shop/internal/platform"
 )
 
 const (
@@ -200,24 +197,6 @@ func redactDSN(dsn string) string {
 		}
 	}
 	return dsn
-}
-
-// MigratedMySQL opens a fresh MySQL database with the shop's schema applied;
-// it is closed at cleanup.
-func MigratedMySQL(t testing.TB) *platform.DB {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	log := slog.New(slog.DiscardHandler)
-	db, err := platform.OpenDB(ctx, MySQL(t), "", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := platform.Migrate(ctx, db, log); err != nil {
-		t.Fatal(err)
-	}
-	return db
 }
 
 // RedisClient is Redis with a client already made; closed at cleanup.

@@ -1,0 +1,454 @@
+package docs
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The conventions the chapters follow, and this test enforces:
+//
+//   - A fenced block whose info string is "sh runnable" (or "bash runnable")
+//     is run by TestRunnableBlocks. Words after it: needs=a,b (capabilities
+//     the block needs, see capabilities in run_test.go) and timeout=90s.
+//   - A line "# expect: <Go regexp>" in a runnable block is matched against
+//     the block's combined output; "# expect-not: <regexp>" must not match.
+//   - docs/en/NN-name.md and docs/zh/NN-name.md are the same chapter: the
+//     same runnable blocks (comments other than expectations may differ,
+//     full-line or after a command as " # ...", so the Chinese blocks can
+//     carry Chinese comments) and the same links into the code.
+//   - Blocks of one chapter share variables and functions (saved after each
+//     block), not the working directory (each starts at the repository
+//     root); a block waits for or stops what it starts in the background,
+//     and sets no EXIT trap of its own.
+//   - A link to a line of code, [`Name`](../../internal/x/y.go#L12), must
+//     point inside the file, and Name (its last dotted part) must appear on
+//     that line or the two around it.
+
+var langs = []string{"en", "zh"}
+
+// knownCapabilities are the needs= a block may name; run_test.go probes each.
+var knownCapabilities = []string{"lab-lock", "redis-expiry"}
+
+// block is one fenced code block of a chapter.
+type block struct {
+	file     string // path relative to docs/
+	line     int    // line of the opening fence
+	info     string
+	runnable bool
+	needs    []string
+	timeout  time.Duration
+	body     string
+}
+
+func (b block) name() string { return fmt.Sprintf("%s:%d", b.file, b.line) }
+
+// trailingComment matches a shell comment after a command: " # ...".
+var trailingComment = regexp.MustCompile(`\s+#\s.*$`)
+
+// normalized is the block without its comments (full-line ones, except
+// expectations, and trailing " # ..." ones) and blank lines: what must be
+// identical between the two languages, whose comments differ.
+func (b block) normalized() string {
+	var out []string
+	for _, l := range strings.Split(b.body, "\n") {
+		t := strings.TrimSpace(l)
+		if isExpectation(t) {
+			out = append(out, t)
+			continue
+		}
+		if strings.HasPrefix(t, "#") || t == "" {
+			continue
+		}
+		out = append(out, strings.TrimRight(trailingComment.ReplaceAllString(l, ""), " \t"))
+	}
+	return strings.Join(out, "\n")
+}
+
+func isExpectation(line string) bool {
+	return strings.HasPrefix(line, "# expect:") || strings.HasPrefix(line, "# expect-not:")
+}
+
+// expectations returns the regexps a block's output must and must not match.
+func (b block) expectations() (must, mustNot []*regexp.Regexp, err error) {
+	for _, l := range strings.Split(b.body, "\n") {
+		t := strings.TrimSpace(l)
+		var list *[]*regexp.Regexp
+		var src string
+		switch {
+		case strings.HasPrefix(t, "# expect:"):
+			list, src = &must, strings.TrimSpace(strings.TrimPrefix(t, "# expect:"))
+		case strings.HasPrefix(t, "# expect-not:"):
+			list, src = &mustNot, strings.TrimSpace(strings.TrimPrefix(t, "# expect-not:"))
+		default:
+			continue
+		}
+		re, err := regexp.Compile(src)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: expectation %q: %w", b.name(), src, err)
+		}
+		*list = append(*list, re)
+	}
+	return must, mustNot, nil
+}
+
+// link is one markdown link of a chapter.
+type link struct {
+	file   string // path relative to docs/
+	line   int
+	text   string
+	target string
+}
+
+// chapter is one docs/<lang>/NN-*.md file, parsed.
+type chapter struct {
+	lang, base string // base: "01-locks-vs-idempotency.md"
+	num        string // "01"
+	path       string // relative to docs/
+	blocks     []block
+	links      []link
+}
+
+var (
+	fenceRE   = regexp.MustCompile("^ {0,3}(```+|~~~+)\\s*(.*)$")
+	linkRE    = regexp.MustCompile(`\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^()\s]+)\)`)
+	chapterRE = regexp.MustCompile(`^(\d\d)-[a-z0-9-]+\.md$`)
+)
+
+// parse reads a markdown file (path relative to docs/).
+func parse(t *testing.T, rel string) ([]block, []link) {
+	t.Helper()
+	f, err := os.Open(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var blocks []block
+	var links []link
+	var cur *block
+	var fence string
+	var body []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if m := fenceRE.FindStringSubmatch(line); m != nil {
+			if cur == nil {
+				cur = &block{file: rel, line: n, info: strings.TrimSpace(m[2])}
+				fence, body = m[1], nil
+				continue
+			}
+			if strings.HasPrefix(m[1], fence[:1]) && len(m[1]) >= len(fence) && strings.TrimSpace(m[2]) == "" {
+				cur.body = strings.Join(body, "\n")
+				parseInfo(t, cur)
+				blocks = append(blocks, *cur)
+				cur = nil
+				continue
+			}
+		}
+		if cur != nil {
+			body = append(body, line)
+			continue
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(line, -1) {
+			links = append(links, link{file: rel, line: n, text: m[1], target: m[2]})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur != nil {
+		t.Errorf("%s: the code block opened at line %d is never closed", rel, cur.line)
+	}
+	return blocks, links
+}
+
+func parseInfo(t *testing.T, b *block) {
+	words := strings.Fields(b.info)
+	if len(words) < 2 || words[1] != "runnable" {
+		for _, w := range words {
+			if w == "runnable" || strings.HasPrefix(w, "needs=") || strings.HasPrefix(w, "timeout=") {
+				t.Errorf("%s: %q: write it as ```sh runnable [needs=...] [timeout=...]", b.name(), b.info)
+			}
+		}
+		return
+	}
+	if words[0] != "sh" && words[0] != "bash" {
+		t.Errorf("%s: runnable blocks are sh or bash, not %q", b.name(), words[0])
+	}
+	b.runnable = true
+	for _, w := range words[2:] {
+		k, v, _ := strings.Cut(w, "=")
+		switch k {
+		case "needs":
+			b.needs = strings.Split(v, ",")
+			for _, n := range b.needs {
+				if !slices.Contains(knownCapabilities, n) {
+					t.Errorf("%s: unknown capability %q (known: %s)", b.name(), n, strings.Join(knownCapabilities, ", "))
+				}
+			}
+		case "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				t.Errorf("%s: timeout=%q is not a duration", b.name(), v)
+			}
+			b.timeout = d
+		default:
+			t.Errorf("%s: unknown word %q in the info string", b.name(), w)
+		}
+	}
+	if _, _, err := b.expectations(); err != nil {
+		t.Error(err)
+	}
+}
+
+// chapters returns the chapters of one language, by number.
+func chapters(t *testing.T, lang string) []chapter {
+	t.Helper()
+	entries, err := os.ReadDir(lang)
+	if err != nil {
+		t.Fatalf("docs/%s: %v", lang, err)
+	}
+	var out []chapter
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".md") {
+			continue
+		}
+		m := chapterRE.FindStringSubmatch(e.Name())
+		if m == nil {
+			t.Errorf("docs/%s/%s: chapter files are named NN-lowercase-words.md", lang, e.Name())
+			continue
+		}
+		c := chapter{lang: lang, base: e.Name(), num: m[1], path: filepath.Join(lang, e.Name())}
+		c.blocks, c.links = parse(t, c.path)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b chapter) int { return strings.Compare(a.base, b.base) })
+	return out
+}
+
+// TestTranslations: every chapter exists in both languages, with the same
+// runnable commands and the same links into the code.
+func TestTranslations(t *testing.T) {
+	en, zh := chapters(t, "en"), chapters(t, "zh")
+	if len(en) == 0 {
+		t.Fatal("docs/en has no chapters")
+	}
+	byBase := map[string]chapter{}
+	for _, c := range zh {
+		byBase[c.base] = c
+	}
+	for _, e := range en {
+		z, ok := byBase[e.base]
+		if !ok {
+			t.Errorf("docs/zh/%s is missing (docs/en/%s has no translation)", e.base, e.base)
+			continue
+		}
+		delete(byBase, e.base)
+		er, zr := runnable(e.blocks), runnable(z.blocks)
+		if len(er) != len(zr) {
+			t.Errorf("%s has %d runnable blocks, %s has %d", e.path, len(er), z.path, len(zr))
+		}
+		for i := range min(len(er), len(zr)) {
+			if er[i].normalized() != zr[i].normalized() || !slices.Equal(er[i].needs, zr[i].needs) {
+				t.Errorf("runnable block %d differs between the languages:\n%s:\n%s\n%s:\n%s",
+					i+1, er[i].name(), er[i].normalized(), zr[i].name(), zr[i].normalized())
+			}
+		}
+		if el, zl := codeTargets(e.links), codeTargets(z.links); !slices.Equal(el, zl) {
+			t.Errorf("%s and %s link to different code:\n en: %v\n zh: %v", e.path, z.path, el, zl)
+		}
+	}
+	for base := range byBase {
+		t.Errorf("docs/zh/%s has no English original docs/en/%s", base, base)
+	}
+}
+
+func runnable(bs []block) []block {
+	var out []block
+	for _, b := range bs {
+		if b.runnable {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// codeTargets lists the distinct links that point outside docs/, sorted.
+func codeTargets(ls []link) []string {
+	var out []string
+	for _, l := range ls {
+		if strings.HasPrefix(l.target, "../../") && !slices.Contains(out, l.target) {
+			out = append(out, l.target)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestIndex: docs/README.md links every chapter in both languages.
+func TestIndex(t *testing.T) {
+	_, links := parse(t, "README.md")
+	linked := map[string]bool{}
+	for _, l := range links {
+		linked[strings.SplitN(l.target, "#", 2)[0]] = true
+	}
+	for _, lang := range langs {
+		for _, c := range chapters(t, lang) {
+			if !linked[lang+"/"+c.base] {
+				t.Errorf("docs/README.md does not link %s/%s", lang, c.base)
+			}
+		}
+	}
+}
+
+var lineFragRE = regexp.MustCompile(`^L(\d+)(?:-L(\d+))?$`)
+
+var update = flag.Bool("update", false, "TestLinks: move code links whose symbol moved to its nearest new line")
+
+// TestLinks: every relative link resolves; links to lines stay inside the
+// file and land on what their text names. When code moved, run
+//
+//	go test ./docs/ -run TestLinks -update
+//
+// to move each such link to the nearest line that has its symbol, and
+// review the diff.
+func TestLinks(t *testing.T) {
+	files := []string{"README.md"}
+	for _, lang := range langs {
+		for _, c := range chapters(t, lang) {
+			files = append(files, c.path)
+		}
+	}
+	lineCache := map[string][]string{}
+	for _, f := range files {
+		_, links := parse(t, f)
+		moves := map[int][][2]string{} // line of f -> {old target, new target}
+		for _, l := range links {
+			if strings.Contains(l.target, "://") || strings.HasPrefix(l.target, "mailto:") || strings.HasPrefix(l.target, "#") {
+				continue
+			}
+			path, frag, _ := strings.Cut(l.target, "#")
+			full := filepath.Join(filepath.Dir(l.file), path)
+			st, err := os.Stat(full)
+			if err != nil {
+				t.Errorf("%s:%d: link %q: %v", l.file, l.line, l.target, err)
+				continue
+			}
+			if frag == "" || st.IsDir() {
+				continue
+			}
+			m := lineFragRE.FindStringSubmatch(frag)
+			if m == nil {
+				continue // a heading anchor; GitHub resolves those
+			}
+			lines, ok := lineCache[full]
+			if !ok {
+				b, err := os.ReadFile(full)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+				lineCache[full] = lines
+			}
+			from, _ := strconv.Atoi(m[1])
+			to := from
+			if m[2] != "" {
+				to, _ = strconv.Atoi(m[2])
+			}
+			sym := anchorSymbol(l.text, lines)
+			if from < 1 || to < from || to > len(lines) {
+				t.Errorf("%s:%d: link %q: %s has %d lines", l.file, l.line, l.target, path, len(lines))
+				continue
+			}
+			if sym == "" {
+				continue
+			}
+			lo, hi := max(1, from-2), min(len(lines), to+2)
+			if slices.ContainsFunc(lines[lo-1:hi], func(s string) bool { return strings.Contains(s, sym) }) {
+				continue
+			}
+			nearest := 0
+			for i, s := range lines {
+				if strings.Contains(s, sym) && (nearest == 0 || abs(i+1-from) < abs(nearest-from)) {
+					nearest = i + 1
+				}
+			}
+			if nearest == 0 {
+				t.Errorf("%s:%d: link %q names %q, which is nowhere in %s any more", l.file, l.line, l.target, sym, path)
+				continue
+			}
+			if *update && m[2] == "" {
+				moves[l.line] = append(moves[l.line], [2]string{l.target, path + "#L" + strconv.Itoa(nearest)})
+				continue
+			}
+			t.Errorf("%s:%d: link %q names %q, which is not at lines %d-%d of %s but at line %d (go test ./docs/ -run TestLinks -update moves it)",
+				l.file, l.line, l.target, sym, lo, hi, path, nearest)
+		}
+		if len(moves) > 0 {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := strings.Split(string(b), "\n")
+			for n, ms := range moves {
+				for _, mv := range ms {
+					text[n-1] = strings.Replace(text[n-1], "]("+mv[0]+")", "]("+mv[1]+")", 1)
+					t.Logf("%s:%d: moved %s -> %s", f, n, mv[0], mv[1])
+				}
+			}
+			if err := os.WriteFile(f, []byte(strings.Join(text, "\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+var (
+	codeSpanRE = regexp.MustCompile("`([^`]+)`")
+	fileNameRE = regexp.MustCompile(`^[\w./-]+\.(go|sql|md|sh|json|yml|yaml)$`)
+)
+
+// anchorSymbol is what a code link's text names, as it appears in the
+// file: its first code span without call parentheses when that occurs in
+// the file ("s.markers.Get", "return ErrBusy"), else the span's last dotted
+// part ("order.Service.Seckill" -> "Seckill"); "" when the text has no code
+// span or names a file.
+func anchorSymbol(text string, lines []string) string {
+	m := codeSpanRE.FindStringSubmatch(text)
+	if m == nil {
+		return ""
+	}
+	s := strings.TrimSpace(m[1])
+	if fileNameRE.MatchString(s) {
+		return "" // a file name, not a symbol
+	}
+	inFile := func(sym string) bool {
+		return slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, sym) })
+	}
+	if inFile(s) {
+		return s
+	}
+	s = strings.TrimSuffix(s, "()")
+	if i := strings.LastIndex(s, "."); i >= 0 && i < len(s)-1 && !strings.ContainsAny(s, " /") {
+		s = s[i+1:]
+	}
+	return s
+}
