@@ -1,6 +1,6 @@
-// Package verifycmd_test runs `shop verify` end to end through app.Run, the
+// `shop verify` end to end through app.Run, the
 // way the binary and the load-test harness call it.
-package verifycmd_test
+package app_test
 
 import (
 	"bytes"
