@@ -132,11 +132,12 @@ func (a *api) createProduct(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
-		ref, hash := "", ""
+	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
+		ref := ""
 		if ir.key != "" {
 			ref = idem.OrderNo("P", who(c).String(), ir.key)
-			hash, _ = idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+		} else {
+			hash = ""
 		}
 		p, created, err := a.products.Create(ctx, *req.Name, *req.PriceCents, *req.Stock, ref, hash)
 		if err != nil {
@@ -225,9 +226,8 @@ func (a *api) restock(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
+	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
 		ref := idem.OrderNo("K", who(c).String(), strconv.FormatInt(id, 10), ir.key)
-		hash, _ := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
 		p, replayed, err := a.products.Restock(ctx, id, *req.Quantity, ref, hash)
 		if err != nil {
 			return response{}, err
@@ -300,8 +300,7 @@ func (a *api) createOrder(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
-		hash, _ := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
 		o, created, err := a.orders.Regular(ctx, who(c).UserID, *req.ProductID, *req.Quantity, ir.business(), hash)
 		if err != nil {
 			if errors.Is(err, inventory.ErrSoldOut) {

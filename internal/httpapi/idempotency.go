@@ -108,10 +108,17 @@ func readIdemHeaders(c *gin.Context, m idemMode) (idemRequest, error) {
 // idempotently runs work at most once per (principal, method, path, key):
 // claim, then replay, 409, 422, or run and record. Form tokens are consumed
 // at the claim step and put back on 503 busy or 5xx.
-func (a *api) idempotently(c *gin.Context, ir idemRequest, work func(ctx context.Context) (response, error)) {
+func (a *api) idempotently(c *gin.Context, ir idemRequest, work func(ctx context.Context, fp string) (response, error)) {
 	ctx := c.Request.Context()
+	// The fingerprint of the (already validated) request: compared by the
+	// Redis claim, and stored with the rows the database replays from.
+	fp, err := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+	if err != nil {
+		writeError(c, newError("invalid_json", "the body is not valid JSON"))
+		return
+	}
 	run := func() (response, bool) {
-		r, err := work(ctx)
+		r, err := work(ctx, fp)
 		return render(c, r, err)
 	}
 	switch {
@@ -135,11 +142,6 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, work func(ctx context
 		r.write(c, false)
 	default:
 		scope := idem.Scope(who(c).String(), c.Request.Method, c.Request.URL.Path, ir.key)
-		fp, err := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
-		if err != nil {
-			writeError(c, newError("invalid_json", "the body is not valid JSON"))
-			return
-		}
 		claim, rec, err := a.idem.Claim(ctx, scope, fp)
 		switch {
 		case err != nil:

@@ -60,8 +60,7 @@ func (a *api) creditWallet(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
-		hash, _ := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
 		w, replayed, err := a.payments.Credit(ctx, id, *req.AmountCents, payment.CreditRef(who(c).String(), id, ir.key), hash)
 		if err != nil {
 			return response{}, err
@@ -85,8 +84,7 @@ func (a *api) payOrder(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context) (response, error) {
-		hash, _ := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
 		res, err := a.payments.Pay(ctx, payment.PayRequest{UserID: who(c).UserID, OrderNo: c.Param("order_no"), Key: ir.key, RequestHash: hash})
 		if err != nil {
 			return response{}, err
