@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -359,14 +358,7 @@ func (s *Service) labSlow(ctx context.Context, orderNo string) error {
 
 // retryable: the transaction rolled back on a race that a re-read decides.
 func retryable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, errConflict) || dbx.IsDuplicate(err) {
-		return true
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "Error 1213") || strings.Contains(msg, "Deadlock found")
+	return errors.Is(err, errConflict) || dbx.IsDuplicate(err) || dbx.Retryable(err)
 }
 
 func outcomeOf(res Result, err error) string {
