@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -12,8 +10,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
-	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
 
 // The checker must be able to fail: each case seeds a clean shop, breaks one
@@ -28,20 +26,7 @@ var dbs = []struct {
 	{"sqlite", func(t *testing.T) *gorm.DB { return openDB(t, "", filepath.Join(t.TempDir(), "shop.db")) }},
 }
 
-func openDB(t *testing.T, dsn, path string) *gorm.DB {
-	t.Helper()
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := platform.OpenDB(ctx, dsn, path, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := platform.Migrate(ctx, db, log); err != nil {
-		t.Fatal(err)
-	}
-	return db.DB
-}
+func openDB(t *testing.T, dsn, path string) *gorm.DB { return testdb.Open(t, dsn, path).DB }
 
 // shop writes rows as the shop does, so a test breaks exactly one thing.
 type shop struct {

@@ -1,17 +1,14 @@
 package audit_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
-	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
 
 // backends are the databases every test runs against.
@@ -23,20 +20,7 @@ var backends = []struct {
 	{"sqlite", func(t testing.TB) *gorm.DB { return openDB(t, "", filepath.Join(t.TempDir(), "shop.db")) }},
 }
 
-func openDB(t testing.TB, dsn, path string) *gorm.DB {
-	t.Helper()
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := platform.OpenDB(ctx, dsn, path, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := platform.Migrate(ctx, db, log); err != nil {
-		t.Fatal(err)
-	}
-	return db.DB
-}
+func openDB(t testing.TB, dsn, path string) *gorm.DB { return testdb.Open(t, dsn, path).DB }
 
 // seeder writes rows the way the shop does (every stock change with its
 // ledger row, every payment with its debit) unless a test says otherwise.

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-lab/shop/internal/payment"
 	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
 
 var bg = context.Background()
@@ -36,17 +37,9 @@ type shop struct {
 // it runs the audit, the check behind `shop verify`, and fails on violations.
 func newShop(t testing.TB, cfg payment.Config) *shop {
 	t.Helper()
-	dsn := testenv.MySQL(t)
+	db := testdb.MigratedMySQL(t)
 	url, prefix := testenv.Redis(t)
 	log := slog.New(slog.DiscardHandler)
-	db, err := platform.OpenDB(bg, dsn, "", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := platform.Migrate(bg, db, log); err != nil {
-		t.Fatal(err)
-	}
 	rdb, err := platform.OpenRedis(url, "", "")
 	if err != nil {
 		t.Fatal(err)

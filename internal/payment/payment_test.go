@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/seckill-lab/shop/internal/payment"
 	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
 
 func render(t testing.TB, r payment.Result) string {
@@ -495,14 +495,7 @@ func TestAuditFlagsMoneyFaults(t *testing.T) {
 func TestSQLiteDemo(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
-	db, err := platform.OpenDB(bg, "", filepath.Join(t.TempDir(), "shop.db"), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := platform.Migrate(bg, db, log); err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.MigratedSQLite(t)
 	url, prefix := testenv.Redis(t)
 	rdb, err := platform.OpenRedis(url, "", "")
 	if err != nil {

@@ -1,10 +1,11 @@
-// Package testdb gives a test a fresh, migrated MySQL database. It sits
-// apart from testenv because it needs platform, whose own tests use testenv.
+// Package testdb gives a test a migrated shop database. It sits apart from
+// testenv because it needs platform, whose own tests use testenv.
 package testdb
 
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,14 +13,14 @@ import (
 	"github.com/seckill-lab/shop/internal/testenv"
 )
 
-// MigratedMySQL opens a fresh MySQL database with the shop's schema applied;
-// it is closed at cleanup.
-func MigratedMySQL(t testing.TB) *platform.DB {
+// Open opens the MySQL database at dsn, or the SQLite file at path when dsn
+// is empty, and applies the schema; it is closed at cleanup.
+func Open(t testing.TB, dsn, path string) *platform.DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
-	db, err := platform.OpenDB(ctx, testenv.MySQL(t), "", log)
+	db, err := platform.OpenDB(ctx, dsn, path, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,4 +29,12 @@ func MigratedMySQL(t testing.TB) *platform.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// MigratedMySQL is a fresh MySQL database with the schema applied.
+func MigratedMySQL(t testing.TB) *platform.DB { return Open(t, testenv.MySQL(t), "") }
+
+// MigratedSQLite is a fresh SQLite file with the schema applied.
+func MigratedSQLite(t testing.TB) *platform.DB {
+	return Open(t, "", filepath.Join(t.TempDir(), "shop.db"))
 }
