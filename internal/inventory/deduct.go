@@ -31,12 +31,13 @@ type Deduction struct {
 // ErrInsufficientStock (some left, not enough), ErrBusy, or Insert's error.
 func (s *Service) Deduct(ctx context.Context, d Deduction) (p Product, err error) {
 	start := time.Now()
-	defer func() { s.metrics.deducted(s.cfg.Strategy, err, time.Since(start)) }()
+	strategy := s.strategyFor(d.ProductID)
+	defer func() { s.metrics.deducted(strategy, err, time.Since(start)) }()
 	if s.soldOut.is(ctx, d.ProductID) {
 		s.metrics.fastPath()
 		return Product{}, ErrSoldOut
 	}
-	switch s.cfg.Strategy {
+	switch strategy {
 	case Naive:
 		return s.readModifyWrite(ctx, d, 0)
 	case Conditional:

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -107,6 +108,9 @@ type Service struct {
 	log     *slog.Logger
 	soldOut *soldOutCache
 	metrics *Metrics
+
+	labMu       sync.RWMutex
+	labStrategy map[int64]string // LAB: per-product override of cfg.Strategy
 }
 
 // New builds the service. Run Follow to hear of restocks in other instances.
@@ -300,4 +304,31 @@ func (s *Service) labPause(ctx context.Context) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// UseStrategy makes this instance deduct productID's stock by the named
+// strategy instead of the configured one ("" restores the default). It is a
+// LAB switch for the operator's side-by-side race: the same load against the
+// safe strategy and an unsafe one at once, each on its own product.
+func (s *Service) UseStrategy(productID int64, name string) {
+	s.labMu.Lock()
+	defer s.labMu.Unlock()
+	if s.labStrategy == nil {
+		s.labStrategy = map[int64]string{}
+	}
+	if name == "" {
+		delete(s.labStrategy, productID)
+		return
+	}
+	s.labStrategy[productID] = name
+}
+
+// strategyFor is the strategy that deducts productID's stock.
+func (s *Service) strategyFor(productID int64) string {
+	s.labMu.RLock()
+	defer s.labMu.RUnlock()
+	if name, ok := s.labStrategy[productID]; ok {
+		return name
+	}
+	return s.cfg.Strategy
 }
