@@ -132,7 +132,7 @@ func verifyAPI(ctx context.Context, c *loadgen.Client, in checkInput, tokens map
 		v.Counts.Added += p.Added
 		v.Counts.StockLeft += p.Stock
 		v.Counts.Held += p.Sold - p.Cancelled
-		v.Counts.Oversold += max(0, p.Sold-p.Cancelled-p.Added)
+		v.Counts.Oversold += p.Oversold()
 	}
 	for _, o := range f.Orders {
 		switch o.Status {
@@ -309,7 +309,7 @@ func (v *verdict) count(ctx context.Context, db *gorm.DB, in checkInput, f loadg
 		v.Counts.Added += p.Added
 		v.Counts.StockLeft += p.Stock
 		v.Counts.Held += p.Sold - p.Cancelled
-		v.Counts.Oversold += max(0, p.Sold-p.Cancelled-p.Added)
+		v.Counts.Oversold += p.Oversold()
 	}
 	var dup struct {
 		N int64 `gorm:"column:n"`

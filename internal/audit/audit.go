@@ -82,6 +82,14 @@ type ProductSummary struct {
 	Missing bool `json:"missing,omitempty"`
 }
 
+// Oversold is the project's one definition of an oversell, used by the
+// audit's I1/I2 details, the load-test harness, the demo page and the docs:
+// the units held by orders not cancelled beyond the units ever put on sale
+// (creation + restocks), never negative. Stock that a lost update left
+// behind is not counted here: those units were already sold, and I2 reports
+// them separately as stock nothing backs.
+func (s ProductSummary) Oversold() int64 { return max(0, s.Sold-s.Cancelled-s.Added) }
+
 // WalletSummary holds the numbers M1-M2 are judged on for one user.
 type WalletSummary struct {
 	UserID   int64 `json:"user_id"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // The checks make few passes over the big tables, and join from the smaller
@@ -188,16 +189,11 @@ WHERE 1=1`+where+` GROUP BY lpid, opid`, args...); err != nil {
 			gone = " (no products row)"
 		}
 		if s.Stock < 0 {
-			c.out.one(I1, s.ProductID, 0, fmt.Sprintf("stock is %d: oversold by %d", s.Stock, -s.Stock), row)
+			c.out.one(I1, s.ProductID, 0, fmt.Sprintf("stock is %d, below zero", s.Stock), row)
 		}
 		if held := s.Sold - s.Cancelled; s.Added != s.Stock+held {
-			d := s.Stock + held - s.Added
-			what := fmt.Sprintf("oversold by %d", d)
-			if d < 0 {
-				what = fmt.Sprintf("%d neither in stock nor held by an order", -d)
-			}
 			c.out.one(I2, s.ProductID, 0, fmt.Sprintf("added %d, but stock %d%s + %d held by orders not cancelled = %d: %s",
-				s.Added, s.Stock, gone, held, s.Stock+held, what), row)
+				s.Added, s.Stock, gone, held, s.Stock+held, imbalance(s)), row)
 		}
 		if s.Stock != s.Ledger {
 			c.out.one(I3, s.ProductID, 0, fmt.Sprintf("stock %d%s but the stock ledger sums to %d (difference %+d)",
@@ -461,4 +457,21 @@ func (c *checker) mirror(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// imbalance says how an I2 mismatch splits: units oversold (ProductSummary.
+// Oversold, the one definition), stock nothing backs, or units lost.
+func imbalance(s ProductSummary) string {
+	d := s.Stock + s.Sold - s.Cancelled - s.Added
+	if d < 0 {
+		return fmt.Sprintf("%d neither in stock nor held by an order", -d)
+	}
+	var parts []string
+	if o := s.Oversold(); o > 0 {
+		parts = append(parts, fmt.Sprintf("oversold by %d (orders hold %d units more than were added)", o, o))
+	}
+	if phantom := d - s.Oversold(); phantom > 0 {
+		parts = append(parts, fmt.Sprintf("%d units of stock that were already sold", phantom))
+	}
+	return strings.Join(parts, "; ")
 }
