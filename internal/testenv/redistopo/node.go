@@ -1,0 +1,192 @@
+// Package redistopo starts real Redis topologies on loopback with plain
+// redis-server, redis-cli --cluster create and redis-server --sentinel: a
+// Cluster of masters with replicas, and a Sentinel group. Tests, the
+// load-test harness (the failover scenario) and cmd/redistopo (CI and the
+// docs) share it, so the topology a chapter describes is the one the tests
+// ran against. It needs redis-server and redis-cli on PATH; no Docker.
+package redistopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one redis-server (data node or sentinel) on 127.0.0.1. Kill and
+// Start keep its port, directory and configuration, so a killed master can
+// come back (as a replica, once another was promoted).
+type Node struct {
+	Port    int
+	Dir     string
+	LogPath string
+	args    []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Addr is host:port.
+func (n *Node) Addr() string { return "127.0.0.1:" + strconv.Itoa(n.Port) }
+
+// Client is a new client of this node alone (the caller closes it).
+func (n *Node) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: n.Addr(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Start starts the process and waits up to 10 s for it to answer PING.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		n.mu.Unlock()
+		return fmt.Errorf("redistopo: redis-server not on PATH (Debian: apt-get install redis-server): %w", err)
+	}
+	cmd := exec.Command(path, n.args...)
+	cmd.Dir = n.Dir
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		n.mu.Unlock()
+		return fmt.Errorf("redistopo: start redis-server on %d: %w", n.Port, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	n.cmd, n.exited = cmd, exited
+	n.mu.Unlock()
+
+	c := n.Client()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for c.Ping(ctx).Err() != nil {
+		select {
+		case <-exited:
+			return fmt.Errorf("redistopo: redis-server on %d exited at start; log %s:\n%s", n.Port, n.LogPath, tail(n.LogPath))
+		case <-ctx.Done():
+			return fmt.Errorf("redistopo: redis-server on %d does not answer after 10s; log %s", n.Port, n.LogPath)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Kill sends SIGKILL (no shutdown, no last write to replicas) and waits
+// for the process to be gone. Killing a stopped node is a no-op.
+func (n *Node) Kill() {
+	n.signal(syscall.SIGKILL)
+}
+
+// Stop pauses the process (SIGSTOP): it keeps its connections but answers
+// nothing, like a node behind a partition. Cont resumes it.
+func (n *Node) Stop() { n.signal(syscall.SIGSTOP) }
+
+// Cont resumes a node paused by Stop.
+func (n *Node) Cont() { n.signal(syscall.SIGCONT) }
+
+func (n *Node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	if sig == syscall.SIGKILL {
+		n.cmd = nil
+	}
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	if sig == syscall.SIGKILL {
+		<-exited
+	}
+}
+
+func newNode(dir string, port int, args ...string) (*Node, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	n := &Node{Port: port, Dir: dir, LogPath: filepath.Join(dir, "redis.log")}
+	n.args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--logfile", n.LogPath, "--save", "", "--appendonly", "no", "--daemonize", "no")
+	return n, nil
+}
+
+// ports returns n ports: base, base+1, ... when base > 0, else free ones.
+func ports(base, n int) ([]int, error) {
+	out := make([]int, n)
+	if base > 0 {
+		for i := range out {
+			out[i] = base + i
+		}
+		return out, nil
+	}
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return out, nil
+}
+
+// poll calls ok every 50 ms until it returns nil or limit passes; the last
+// error says what was still missing.
+func poll(ctx context.Context, limit time.Duration, what string, ok func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		err := ok(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redistopo: %s not reached after %s: %w", what, limit, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+var errNotYet = errors.New("not yet")
