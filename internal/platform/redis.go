@@ -43,11 +43,15 @@ func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
 	case strings.Contains(rawURL, ","):
 		o := &redis.UniversalOptions{Addrs: strings.Split(rawURL, ","), MasterName: master}
 		timeouts(o)
-		kind := "cluster"
 		if master != "" {
-			kind = "sentinel master " + master
+			return &Redis{UniversalClient: redis.NewUniversalClient(o), Desc: "sentinel master " + master + " " + rawURL}, nil
 		}
-		return &Redis{UniversalClient: redis.NewUniversalClient(o), Desc: kind + " " + rawURL}, nil
+		// go-redis reloads the slot map on MOVED, not when a master stops
+		// answering; with its 60 s default the shop would dial a dead master
+		// for up to a minute after the cluster promoted its replica.
+		co := o.Cluster()
+		co.ClusterStateReloadInterval = time.Second
+		return &Redis{UniversalClient: redis.NewClusterClient(co), Desc: "cluster " + rawURL}, nil
 	default:
 		opt, err := redis.ParseURL(rawURL)
 		if err != nil {
@@ -81,8 +85,10 @@ func LogBackends(log *slog.Logger, db *DB, r *Redis, c Config) {
 	}
 }
 
+// redactURL hides the user information of a redis:// URL. The last '@'
+// ends it: a password may hold '@' itself, and must not show in part.
 func redactURL(u string) string {
-	if i := strings.Index(u, "@"); i > 0 {
+	if i := strings.LastIndex(u, "@"); i > 0 {
 		if j := strings.Index(u, "://"); j > 0 && j < i {
 			return u[:j+3] + "***" + u[i:]
 		}
