@@ -118,8 +118,8 @@ const raceSubmitters = 16
 
 // raceClient has a connection ready for every submitter, so the submissions
 // reach Redis together rather than queue for a dial.
-func raceClient(t *testing.T) (*redis.Client, string) {
-	rdb, prefix := testRedis(t, func(o *redis.Options) {
+func raceClient(t *testing.T) (redis.UniversalClient, string) {
+	rdb, prefix := testRedis(t, func(o *redis.UniversalOptions) {
 		o.PoolSize = 2 * raceSubmitters
 		o.MinIdleConns = raceSubmitters
 	})

@@ -24,7 +24,7 @@ import (
 // fixture is one test's private database and Redis key prefix.
 type fixture struct {
 	db     *gorm.DB
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 }
 

@@ -129,7 +129,7 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 var benchCalls callCounter
 
 func benchLockers(b *testing.B) (redis.UniversalClient, string, map[string]benchLocker) {
-	var rdb *redis.Client
+	var rdb redis.UniversalClient
 	if os.Getenv("LOCKX_BENCH_PRIVATE_REDIS") != "" {
 		rdb = startRedisServer(b).client(b) // away from other packages' test traffic
 	} else {

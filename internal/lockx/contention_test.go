@@ -38,12 +38,11 @@ func runChild(mode string) int {
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		return 2
 	}
-	opt, err := redis.ParseURL(os.Getenv("LOCKX_REDIS_URL"))
+	rdb, err := openRedis(os.Getenv("LOCKX_REDIS_URL"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	goroutines, _ := strconv.Atoi(os.Getenv("LOCKX_GOROUTINES"))
 	rounds, _ := strconv.Atoi(os.Getenv("LOCKX_ROUNDS"))
@@ -59,7 +58,7 @@ func runChild(mode string) int {
 // contend runs goroutines that each take the lock rounds times through one
 // shared Client. Inside each hold an INCR/DECR pair on a side key detects any
 // other holder directly in Redis, independent of clocks.
-func contend(rdb *redis.Client, prefix, key string, goroutines, rounds int, startAt time.Time) []hold {
+func contend(rdb redis.UniversalClient, prefix, key string, goroutines, rounds int, startAt time.Time) []hold {
 	c := New(rdb, Options{Prefix: prefix})
 	defer c.Close()
 	inside := prefix + "{" + key + "}:inside"

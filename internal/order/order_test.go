@@ -26,7 +26,7 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // fixture is one test's private database and Redis key prefix.
 type fixture struct {
 	db     *gorm.DB
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 }
 
@@ -78,12 +78,7 @@ func (f *fixture) stock(t *testing.T, id int64) int64 {
 // deleteKeys drops every Redis key of the test (what a Redis restart does).
 func (f *fixture) deleteKeys(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	iter := f.rdb.Scan(ctx, 0, f.prefix+"*", 500).Iterator()
-	for iter.Next(ctx) {
-		f.rdb.Del(ctx, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
+	if err := testenv.DeletePrefix(context.Background(), f.rdb, f.prefix); err != nil {
 		t.Fatal(err)
 	}
 }

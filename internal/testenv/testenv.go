@@ -163,15 +163,20 @@ func MySQL(t testing.TB) string {
 // Redis returns the test Redis URL and a key prefix private to this test;
 // keys under the prefix are deleted at cleanup. Tests must not FLUSHALL the
 // shared server: start a private one with RedisServer for that.
+//
+// SHOP_TEST_REDIS_URL may be a comma-separated list of Cluster nodes (as
+// printed by `go run ./cmd/redistopo cluster`); then the URL returned is
+// that list, which platform.OpenRedis and SHOP_REDIS_URL accept as is, and
+// RedisClient gives a cluster client. CI runs the Redis-using packages once
+// that way, so a script whose keys straddle slots (CROSSSLOT) fails a test.
 func Redis(t testing.TB) (url, prefix string) {
 	t.Helper()
 	services(t)
 	prefix = "t" + Random(5) + ":"
-	opt, err := redis.ParseURL(redisURL)
+	c, err := newRedisClient(redisURL)
 	if err != nil {
 		t.Fatalf("testenv: SHOP_TEST_REDIS_URL: %v", err)
 	}
-	c := redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -182,12 +187,45 @@ func Redis(t testing.TB) (url, prefix string) {
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if err := DeletePrefix(ctx, c, prefix); err != nil {
+			t.Logf("testenv: delete keys %s*: %v", prefix, err)
+		}
+	})
+	return redisURL, prefix
+}
+
+// IsCluster reports whether url names Cluster nodes rather than one server.
+func IsCluster(url string) bool { return strings.Contains(url, ",") }
+
+// newRedisClient opens a redis:// URL, or a Cluster from a node list.
+func newRedisClient(url string) (redis.UniversalClient, error) {
+	if IsCluster(url) {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(url, ","), ClusterStateReloadInterval: time.Second}), nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(opt), nil
+}
+
+// DeletePrefix deletes every key under prefix; on a Cluster it scans each
+// master, since SCAN sees one node's keys only.
+func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	each := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 		for iter.Next(ctx) {
 			c.Del(ctx, iter.Val())
 		}
-	})
-	return redisURL, prefix
+		return iter.Err()
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, each)
+	case *redis.Client:
+		return each(ctx, c)
+	}
+	return fmt.Errorf("testenv: cannot scan a %T", rdb)
 }
 
 func redactDSN(dsn string) string {
@@ -199,15 +237,15 @@ func redactDSN(dsn string) string {
 	return dsn
 }
 
-// RedisClient is Redis with a client already made; closed at cleanup.
-func RedisClient(t testing.TB) (client *redis.Client, prefix string) {
+// RedisClient is Redis with a client already made (a cluster client when
+// SHOP_TEST_REDIS_URL lists Cluster nodes); closed at cleanup.
+func RedisClient(t testing.TB) (client redis.UniversalClient, prefix string) {
 	t.Helper()
 	url, prefix := Redis(t)
-	opt, err := redis.ParseURL(url)
+	client, err := newRedisClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client = redis.NewClient(opt)
 	t.Cleanup(func() { client.Close() })
 	return client, prefix
 }
