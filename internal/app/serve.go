@@ -34,9 +34,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("serve: unexpected arguments %q", rest)
 	}
 	log := newLogger(c, stderr)
-	if c.AdminToken == "" {
+	tokenGenerated := c.AdminToken == ""
+	if tokenGenerated {
 		c.AdminToken = randomSecret()
-		log.Warn("SHOP_ADMIN_TOKEN unset: generated one for this instance; give every instance the same value", "admin_token", c.AdminToken)
+		log.Warn("SHOP_ADMIN_TOKEN unset: generated an admin token, printed once the shop is ready; with several instances, give all the same SHOP_ADMIN_TOKEN")
 	}
 	if c.AuthSecret == "" {
 		c.AuthSecret = randomSecret()
@@ -90,6 +91,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	writeStartInfo(stdout, startInfoOf(c, ln.Addr(), tokenGenerated, rdb))
 	select {
 	case err := <-errc:
 		return err

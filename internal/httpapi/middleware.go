@@ -70,7 +70,7 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 }
 
 // accessLog logs each request once and records its metrics. Health and
-// metrics scrapes are logged at debug only.
+// metrics scrapes and successful reads are logged at debug only.
 func accessLog(m *httpMetrics) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
@@ -89,6 +89,11 @@ func accessLog(m *httpMetrics) gin.HandlerFunc {
 			level = slog.LevelDebug
 		case status >= 500:
 			level = slog.LevelWarn
+		case (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) && status < 400:
+			// Reads that worked, above all the demo page's own polling
+			// (products every second, a race every few hundred ms), would
+			// bury everything else at info.
+			level = slog.LevelDebug
 		}
 		logger(c).Log(c.Request.Context(), level, "http",
 			"method", c.Request.Method, "path", c.Request.URL.Path, "route", route,

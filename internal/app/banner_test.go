@@ -1,0 +1,103 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/testenv"
+)
+
+// TestStartInfo starts the shop as a newcomer does (no settings but a port
+// and a scratch database) and checks what it prints once ready: the page
+// URL, the generated admin token (which must open the admin routes), the
+// in-process Redis, the docs and how to reset; and that the page's polling
+// (successful reads) stays out of the info log while writes are in it.
+func TestStartInfo(t *testing.T) {
+	port := testenv.FreePort(t)
+	db := filepath.Join(t.TempDir(), "shop.db")
+	env := map[string]string{
+		"SHOP_ADDR":           "127.0.0.1:" + strconv.Itoa(port),
+		"SHOP_SQLITE_PATH":    db,
+		"SHOP_SWEEP_INTERVAL": "0",
+		"SHOP_SHUTDOWN_WAIT":  "2s",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, logs := &lockedBuffer{}, &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, []string{"serve"}, func(k string) string { return env[k] }, stdout, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not return within 15s of cancel")
+		}
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nlog:\n%s", stdout.String(), logs.String())
+		}
+	})
+
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stdout.String(), "shop is ready") {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("serve exited before it was ready: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no start-up summary on stdout within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"http://localhost:" + strconv.Itoa(port) + "/",
+		"docs/README.md",
+		"delete " + db,
+		"export SHOP_REDIS_URL=redis://127.0.0.1:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start-up summary lacks %q:\n%s", want, out)
+		}
+	}
+	m := regexp.MustCompile(`admin token\s+([0-9a-f]{48})\s`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("start-up summary has no generated admin token:\n%s", out)
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/admin/audit", nil)
+	req.Header.Set("Authorization", "Bearer "+m[1])
+	if status, _, body := do(t, req); status != http.StatusOK {
+		t.Errorf("the printed admin token: GET /api/v1/admin/audit = %d %s", status, body)
+	}
+	if strings.Contains(logs.String(), m[1]) {
+		t.Errorf("the admin token is in the log too (it belongs in the summary only):\n%s", logs.String())
+	}
+
+	// The page polls products every second: not at info. A write is.
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/products", nil)
+		do(t, req)
+	}
+	req, _ = http.NewRequest(http.MethodPost, base+"/api/v1/auth/token", strings.NewReader(`{"user_id": 1}`))
+	req.Header.Set("Content-Type", "application/json")
+	do(t, req)
+	time.Sleep(50 * time.Millisecond) // the access log is written after the response
+	log := logs.String()
+	if strings.Contains(log, "path=/api/v1/products") {
+		t.Errorf("a successful GET /api/v1/products is logged at info:\n%s", log)
+	}
+	if !strings.Contains(log, "path=/api/v1/auth/token") {
+		t.Errorf("POST /api/v1/auth/token is not in the info log:\n%s", log)
+	}
+}
