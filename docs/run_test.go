@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -197,6 +198,7 @@ func startShop(t *testing.T) *shopEnv {
 // functions a block defines carry over to the next block of that chapter).
 // The results are then reported as subtests chapter/lang/block.
 func TestRunnableBlocks(t *testing.T) {
+	setup := readerSetup(t)
 	e := startShop(t)
 	for name, c := range e.caps {
 		if !c.ok {
@@ -227,7 +229,7 @@ func TestRunnableBlocks(t *testing.T) {
 	for _, rs := range runs {
 		wg.Go(func() {
 			for _, r := range rs {
-				r.results = runChapter(e, r.c, r.env, r.work)
+				r.results = runChapter(e, r.c, setup, r.env, r.work)
 			}
 		})
 	}
@@ -256,6 +258,25 @@ func TestRunnableBlocks(t *testing.T) {
 	}
 }
 
+// readerSetup is the shell set-up docs/README.md tells a reader to run in
+// the terminal of the commands (its one block fenced "sh setup"), followed
+// by putting the test's freshly built shop first on PATH, where the
+// reader's bin/shop would be.
+func readerSetup(t *testing.T) string {
+	t.Helper()
+	blocks, _ := parse(t, "README.md")
+	var found []block
+	for _, b := range blocks {
+		if b.info == "sh setup" {
+			found = append(found, b)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("docs/README.md must have exactly one block fenced as \"sh setup\" (the reader's terminal 2), has %d", len(found))
+	}
+	return "# docs/README.md, the reader's set-up:\n" + found[0].body + "\nexport PATH=\"$DOCS_BIN:$PATH\"\n"
+}
+
 // blockEnv is the environment of a chapter's blocks: what docs/env.sh
 // would otherwise default, pointing at the test's shop.
 func blockEnv(e *shopEnv, work, labAddr string) []string {
@@ -268,6 +289,7 @@ func blockEnv(e *shopEnv, work, labAddr string) []string {
 		"PATH="+e.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"TMPDIR="+work,
 		"DOCS_ROOT="+e.root,
+		"DOCS_BIN="+e.bin,
 		"DOCS_STATE="+filepath.Join(work, "state.sh"),
 	)
 }
@@ -280,7 +302,9 @@ type blockResult struct {
 	err  error
 }
 
-func runChapter(e *shopEnv, c chapter, env []string, work string) []blockResult {
+// runChapter runs a chapter's blocks in order; setup (the reader's shell
+// set-up from docs/README.md) runs before the first one.
+func runChapter(e *shopEnv, c chapter, setup string, env []string, work string) []blockResult {
 	var out []blockResult
 	failed := ""
 	for _, b := range c.blocks {
@@ -302,7 +326,8 @@ func runChapter(e *shopEnv, c chapter, env []string, work string) []blockResult 
 			}
 		}
 		if r.skip == "" && r.err == nil {
-			r.log, r.err = runBlock(b, env, work)
+			r.log, r.err = runBlock(b, setup, env, work)
+			setup = "" // once per chapter: later blocks inherit its state
 			if r.err != nil {
 				failed = b.name()
 			}
@@ -314,8 +339,11 @@ func runChapter(e *shopEnv, c chapter, env []string, work string) []blockResult 
 
 // prologue and epilogue wrap each block: the first restores the chapter's
 // state, the second saves the variables and functions the block defined.
-const prologue = `set -euo pipefail
-declare -A __docs_seen=()
+//
+// Neither sets -e or pipefail: a block runs as it does when a reader pastes
+// it into an interactive bash, so a failing command in the middle shows only
+// in the output, which the expectations (and readerErrors) check.
+const prologue = `declare -A __docs_seen=()
 for __docs_n in $(compgen -v); do __docs_seen[$__docs_n]=1; done
 if [ -f "$DOCS_STATE" ]; then source "$DOCS_STATE"; fi
 cd "$DOCS_ROOT"
@@ -335,9 +363,14 @@ __docs_save() {
 trap '__docs_status=$?; if [ $__docs_status -eq 0 ]; then __docs_save; fi' EXIT
 `
 
-// runBlock runs one block with bash -euo pipefail under its timeout and
-// checks its expectations. It returns the block's output for the log.
-func runBlock(b block, env []string, work string) (string, error) {
+// readerErrors are lines a reader would notice as a failure even when the
+// block's last command succeeded.
+var readerErrors = regexp.MustCompile(`(?m)(: command not found$|: syntax error|: unbound variable$|^jq: error)`)
+
+// runBlock runs one block with plain bash (after setup, the reader's shell
+// set-up, when not empty) under its timeout and checks its expectations.
+// It returns the block's output for the log.
+func runBlock(b block, setup string, env []string, work string) (string, error) {
 	timeout := b.timeout
 	if timeout == 0 {
 		timeout = defaultTimeout
@@ -347,7 +380,7 @@ func runBlock(b block, env []string, work string) (string, error) {
 		return "", err
 	}
 	script := filepath.Join(work, "block.sh")
-	if err := os.WriteFile(script, []byte(prologue+b.body+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(prologue+setup+b.body+"\n"), 0o644); err != nil {
 		return "", err
 	}
 	out, err := os.CreateTemp(work, "out-*")
@@ -393,6 +426,9 @@ func runBlock(b block, env []string, work string) (string, error) {
 		if !re.Match(output) {
 			problems = append(problems, "output does not match # expect: "+re.String())
 		}
+	}
+	if m := readerErrors.Find(output); m != nil {
+		problems = append(problems, fmt.Sprintf("the output shows an error a reader would see: %q", m))
 	}
 	for _, re := range mustNot {
 		if re.Match(output) {

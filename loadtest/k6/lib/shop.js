@@ -1,6 +1,6 @@
 // Shared helpers of the shop's k6 scripts: settings from __ENV, the API
 // calls setup() needs, and a summary writer. Everything here follows
-// shared/spec/API.md.
+// docs/api.md.
 import http from 'k6/http';
 
 /** Base URL of the shop (or its load balancer). */
