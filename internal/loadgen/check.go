@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/linear"
 )
 
 // Invariants the client records judge (INVARIANTS.md), beside audit's.
@@ -457,6 +458,239 @@ func WalletsFromAPI(ctx context.Context, c *Client, tokens map[int64]string) map
 		if w, err := c.Wallet(ctx, int(u), t); err == nil {
 			out[u] = w.BalanceCents
 		}
+	}
+	return out
+}
+
+// LIN is linearizability: one order of all the purchases of a product,
+// each taking effect between its send and its answer, under which every
+// answer is what one correct stock counter would have given.
+const LIN = "LIN"
+
+// LinearOptions bound the linearizability check of one run.
+type LinearOptions struct {
+	// Timeout bounds the exact check of all products (default 30s); a
+	// product not decided in time is "unknown", never passed.
+	Timeout time.Duration
+	// PictureOps: a linearizable product's whole history is drawn (and
+	// cross-checked by porcupine) when it has at most this many operations
+	// (default 1000). A failing product's smallest failing set is always drawn.
+	PictureOps int
+	// PictureTimeout bounds porcupine's search for one picture (default 5s).
+	PictureTimeout time.Duration
+}
+
+// LinearReport is the linearizability verdict of one run's histories.
+type LinearReport struct {
+	// Linearizable: true when every product's history is, false when one
+	// is not, null (nil) when one could not be decided.
+	Linearizable *bool           `json:"linearizable"`
+	Reason       string          `json:"reason,omitempty"` // why null
+	Products     []ProductLinear `json:"products"`
+	Operations   int             `json:"operations"`
+	// LeftOut counts answers that promise no effect (503 busy or
+	// unavailable, 429, other 4xx): they are not operations of the history.
+	LeftOut int           `json:"left_out"`
+	Took    time.Duration `json:"took_ns"`
+}
+
+// ProductLinear is one product's history and verdict.
+type ProductLinear struct {
+	ProductID  int64  `json:"product_id"`
+	Stock      int64  `json:"stock"`
+	Operations int    `json:"operations"`
+	Unanswered int    `json:"unanswered"`
+	Verdict    string `json:"verdict"` // linearizable, not linearizable, unknown
+	Reason     string `json:"reason,omitempty"`
+	// Failures, each with its smallest set of operations that cannot be
+	// ordered (role "failing") and what shows why (role "evidence").
+	Failures []LinearFailure `json:"failures,omitempty"`
+	// Picture says what porcupine's visualization of this product shows
+	// ("" when none was drawn), and Porcupine porcupine's own verdict on it.
+	Picture     string `json:"picture,omitempty"`
+	PictureFile string `json:"picture_file,omitempty"` // set by whoever writes it
+	Porcupine   string `json:"porcupine,omitempty"`
+	PictureHTML []byte `json:"-"`
+}
+
+// LinearFailure is one reason a history is not linearizable.
+type LinearFailure struct {
+	Reason string           `json:"reason"`
+	Rows   []map[string]any `json:"rows"`
+}
+
+// CheckLinear judges the purchase records (seckill and regular orders) of
+// each product whose starting stock is in initial, against facts' stock
+// additions. It returns the report and one LIN violation per product that
+// is not linearizable, its rows the smallest failing set.
+func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOptions) (LinearReport, []audit.Violation) {
+	start := time.Now()
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.PictureOps <= 0 {
+		o.PictureOps = 1000
+	}
+	if o.PictureTimeout <= 0 {
+		o.PictureTimeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	hs, src, leftOut := linearHistories(recs, initial, f)
+	rep := LinearReport{LeftOut: leftOut, Products: []ProductLinear{}}
+	var vs []audit.Violation
+	ids := make([]int64, 0, len(hs))
+	for id := range hs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	verdict, reason := linear.Linearizable, ""
+	for _, id := range ids {
+		h := hs[id]
+		p := ProductLinear{ProductID: id, Stock: h.Stock, Operations: len(h.Ops)}
+		for _, op := range h.Ops {
+			if op.Answer == linear.Unknown {
+				p.Unanswered++
+			}
+		}
+		rep.Operations += len(h.Ops)
+		res := linear.Result{Verdict: linear.Undecided, Reason: "timed out before this product (" + o.Timeout.String() + ")"}
+		if ctx.Err() == nil {
+			res = linear.Check(ctx, h)
+		}
+		p.Verdict, p.Reason = res.Verdict.String(), res.Reason
+		var draw []int
+		switch res.Verdict {
+		case linear.NotLinearizable:
+			verdict = linear.NotLinearizable
+			for _, fl := range res.Failures {
+				p.Failures = append(p.Failures, LinearFailure{Reason: fl.Reason, Rows: linearRows(h, src[id], fl)})
+			}
+			first := res.Failures[0]
+			draw, p.Picture = first.Set(h), "the smallest failing set, with its evidence"
+			vs = append(vs, audit.Violation{Invariant: LIN, ProductID: id, Detail: fmt.Sprintf(
+				"not linearizable: %s (smallest failing set: %d operations; %d reasons found)", first.Reason, len(first.Ops), len(res.Failures)),
+				Rows: p.Failures[0].Rows})
+		case linear.Linearizable:
+			if len(h.Ops) <= o.PictureOps {
+				draw, p.Picture = nil, "the whole history"
+			}
+		default:
+			if verdict == linear.Linearizable {
+				verdict, reason = linear.Undecided, fmt.Sprintf("product %d: %s", id, res.Reason)
+			}
+		}
+		if p.Picture != "" {
+			html, pv, err := linear.Picture(h, draw, o.PictureTimeout)
+			p.Porcupine = pv.String()
+			if pv == linear.Undecided {
+				p.Porcupine = "unknown (its search timed out after " + o.PictureTimeout.String() + "; the picture shows how far it got)"
+			}
+			if err == nil {
+				p.PictureHTML = html
+			}
+			if pv != linear.Undecided && pv != res.Verdict {
+				p.Porcupine += " (DISAGREES with the exact checker: a bug in one of them)"
+			}
+		}
+		rep.Products = append(rep.Products, p)
+	}
+	switch verdict {
+	case linear.Linearizable:
+		t := true
+		rep.Linearizable = &t
+	case linear.NotLinearizable:
+		f := false
+		rep.Linearizable = &f
+	default:
+		rep.Reason = reason
+	}
+	rep.Took = time.Since(start)
+	return rep, vs
+}
+
+// linearHistories turns the order records into one history per product
+// with a known starting stock; src maps each operation back to its record.
+func linearHistories(recs []Record, initial map[int64]int64, f Facts) (map[int64]linear.History, map[int64][]Record, int) {
+	hs := map[int64]linear.History{}
+	src := map[int64][]Record{}
+	var t0 time.Time
+	for _, r := range recs {
+		if isOrderOp(r.Op) && (t0.IsZero() || r.Start.Before(t0)) {
+			t0 = r.Start
+		}
+	}
+	leftOut := 0
+	for _, r := range recs {
+		stock, ok := initial[r.ProductID]
+		if !isOrderOp(r.Op) || !ok {
+			continue
+		}
+		a, effect := linearAnswer(r)
+		if !effect {
+			leftOut++
+			continue
+		}
+		h := hs[r.ProductID]
+		if h.Ops == nil {
+			h.Stock = stock
+			if s, ok := f.Stock[r.ProductID]; ok {
+				h.Returns = s.Unknown
+				for _, ad := range s.Additions {
+					h.Returns += ad.Units
+				}
+			}
+		}
+		id := fmt.Sprintf("buyer %d", r.UserID)
+		if r.Op == OpOrder {
+			id = fmt.Sprintf("user %d key %s", r.UserID, r.Key)
+		}
+		h.Ops = append(h.Ops, linear.Op{Identity: id, Seckill: r.Op == OpSeckill, Quantity: max(1, r.Quantity),
+			Call: r.Start.Sub(t0).Nanoseconds(), Return: r.End.Sub(t0).Nanoseconds(), Answer: a, OrderNo: r.OrderNo,
+			Note: fmt.Sprintf("user %d, instance %d, attempt %d: %s, %s", r.UserID, r.Target+1, r.Attempt, Outcome(r), r.Latency().Round(time.Microsecond))})
+		hs[r.ProductID] = h
+		src[r.ProductID] = append(src[r.ProductID], r)
+	}
+	return hs, src, leftOut
+}
+
+// linearAnswer is what an answer tells the model; effect is false for
+// answers that promise nothing changed.
+func linearAnswer(r Record) (a linear.Answer, effect bool) {
+	switch {
+	case r.Status == 201:
+		return linear.Created, true
+	case r.OK():
+		return linear.Replayed, true
+	case r.Code == "sold_out" || r.Code == "insufficient_stock":
+		return linear.Refused, true
+	case r.Status == 0 || (r.Status >= 500 && r.Status != 503):
+		return linear.Unknown, true
+	}
+	return 0, false
+}
+
+// linearRows are a failure's operations as report rows, in time order.
+func linearRows(h linear.History, src []Record, fl linear.Failure) []map[string]any {
+	failing := map[int]bool{}
+	for _, i := range fl.Ops {
+		failing[i] = true
+	}
+	var out []map[string]any
+	for _, i := range fl.Set(h) {
+		r := src[i]
+		m := row(r)
+		m["role"] = "evidence"
+		if failing[i] {
+			m["role"] = "failing"
+		}
+		m["answer"] = Outcome(r)
+		if r.Status != 0 {
+			m["end"] = r.End.UTC().Format("15:04:05.000000")
+		} else {
+			m["end"] = "never (may take effect later)"
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -115,3 +115,66 @@ go_goroutines 7
 		t.Fatalf("%v", m)
 	}
 }
+
+func TestCheckLinear(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sk := func(user int64, status int, code, no string, replayed bool, start, end int) Record {
+		return Record{Op: OpSeckill, UserID: user, ProductID: 1, Quantity: 1, Status: status, Code: code, OrderNo: no,
+			Replayed: replayed, Start: at(start), End: at(end)}
+	}
+	initial := map[int64]int64{1: 2}
+	cases := []struct {
+		name    string
+		recs    []Record
+		f       Facts
+		want    *bool
+		setSize int
+	}{
+		{"clean sale, busy and no answer included", []Record{
+			sk(1, 201, "", "S1", false, 0, 10), sk(2, 503, "busy", "", false, 0, 5), sk(2, 0, "", "", false, 6, 50),
+			sk(2, 200, "", "S2", true, 60, 70), sk(3, 409, "sold_out", "", false, 80, 90), sk(1, 200, "", "S1", true, 95, 99)},
+			Facts{}, ptr(true), 0},
+		{"oversold: three creations of two units", []Record{
+			sk(1, 201, "", "S1", false, 0, 10), sk(2, 201, "", "S2", false, 5, 15), sk(3, 201, "", "S3", false, 20, 30)},
+			Facts{}, ptr(false), 3},
+		{"sold out while a unit was free, shown with the later sale", []Record{
+			sk(1, 201, "", "S1", false, 0, 10), sk(3, 409, "sold_out", "", false, 20, 30), sk(2, 201, "", "S2", false, 40, 50)},
+			Facts{}, ptr(false), 2},
+		{"a busy answer took no effect: its buyer may buy later", []Record{
+			sk(1, 503, "busy", "", false, 0, 10), sk(1, 201, "", "S1", false, 20, 30)}, Facts{}, ptr(true), 0},
+		{"returns during the sale leave an oversell undecided", []Record{
+			sk(1, 201, "", "S1", false, 0, 10), sk(2, 201, "", "S2", false, 5, 15), sk(3, 201, "", "S3", false, 20, 30)},
+			Facts{Stock: map[int64]StockFact{1: {Additions: []Addition{{At: at(12), Units: 1}}}}}, nil, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep, vs := CheckLinear(c.recs, initial, c.f, LinearOptions{})
+			if (rep.Linearizable == nil) != (c.want == nil) || c.want != nil && *rep.Linearizable != *c.want {
+				t.Fatalf("linearizable %v, want %v: %+v", rep.Linearizable, c.want, rep)
+			}
+			if c.want == nil && rep.Reason == "" {
+				t.Fatal("an undecided verdict without a reason")
+			}
+			if c.want != nil && !*c.want {
+				if len(vs) != 1 || vs[0].Invariant != LIN || len(vs[0].Rows) != c.setSize {
+					t.Fatalf("violations %+v, want one LIN with %d rows", vs, c.setSize)
+				}
+				if p := rep.Products[0]; len(p.PictureHTML) == 0 || p.Porcupine != "not linearizable" {
+					t.Fatalf("picture of the failing set: %d bytes, porcupine %q", len(p.PictureHTML), p.Porcupine)
+				}
+			} else if len(vs) != 0 {
+				t.Fatalf("violations %+v", vs)
+			}
+			if c.want != nil && *c.want && rep.Products[0].Porcupine != "linearizable" {
+				t.Fatalf("porcupine on the whole history: %q", rep.Products[0].Porcupine)
+			}
+		})
+	}
+	rep, _ := CheckLinear(cases[0].recs, initial, Facts{}, LinearOptions{})
+	if rep.LeftOut != 1 || rep.Operations != 5 || rep.Products[0].Unanswered != 1 {
+		t.Fatalf("counts: %+v", rep)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
