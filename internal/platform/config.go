@@ -49,6 +49,9 @@ type Config struct {
 	IdemRetention time.Duration
 	IdemLease     time.Duration
 	SoldOutCache  time.Duration
+	BatchMax      int64         // orders of one product per lock hold and transaction
+	BatchWindow   time.Duration // optional wait for a batch to fill
+	MemoryLimit   int64         // MiB, the Go runtime's soft memory limit unless GOMEMLIMIT is set
 	StockStrategy string
 	ShutdownWait  time.Duration
 	LogLevel      string
@@ -59,6 +62,78 @@ type Config struct {
 	LabPauseProbability float64
 	LabSlowPayment      time.Duration
 	LabNoIdempotency    bool
+
+	// Server limits (README "Limits and abuse").
+	ReadTimeout    time.Duration // whole request read, headers and body
+	RequestTimeout time.Duration // a handler's total time
+	MaxConns       int           // open connections per instance
+	TrustedProxies []string      // addresses whose X-Forwarded-For is believed
+	RateOrders     Rate          // per user: seckill and regular orders
+	RatePay        Rate          // per user: payments
+	RateFormTokens Rate          // per user: form tokens
+	RateLogin      Rate          // per client address: demo login
+	UnpaidUnits    int64         // per user: units held in pending orders
+}
+
+// Rate is a rate limit: N requests per Per sustained, Burst at once. The
+// zero Rate is no limit.
+type Rate struct {
+	N     int
+	Per   time.Duration
+	Burst int
+}
+
+// Off reports whether the limit is turned off.
+func (r Rate) Off() bool { return r.N == 0 }
+
+// parseRate reads "N/unit" or "N/unit:burst" (unit s, m, h or a duration such
+// as 10s); "off" or "0" turns the limit off.
+func parseRate(v string) (Rate, error) {
+	if v == "off" || v == "0" {
+		return Rate{}, nil
+	}
+	bad := fmt.Errorf("not a rate such as 5/s:30 (5 per second, bursts of 30) or off: %q", v)
+	spec, burst, hasBurst := strings.Cut(v, ":")
+	num, unit, ok := strings.Cut(spec, "/")
+	if !ok {
+		return Rate{}, bad
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 {
+		return Rate{}, bad
+	}
+	per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[unit]
+	if per == 0 {
+		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
+			return Rate{}, bad
+		}
+	}
+	r := Rate{N: n, Per: per, Burst: n}
+	if hasBurst {
+		if r.Burst, err = strconv.Atoi(burst); err != nil || r.Burst < 1 {
+			return Rate{}, bad
+		}
+	}
+	return r, nil
+}
+
+func rate(p func(*Config) *Rate) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		r, err := parseRate(v)
+		*p(c) = r
+		return err
+	}
+}
+
+func integer(p func(*Config) *int64, lo, hi int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be an integer between %d and %d, got %q", lo, hi, v)
+		}
+		*p(c) = n
+		return nil
+	}
 }
 
 // setting describes one configuration value: its flag, its environment
@@ -120,7 +195,10 @@ var settings = []setting{
 	{"lock-wait", "SHOP_LOCK_WAIT", "2s", "how long a request waits for a lock before 503 busy", dur(func(c *Config) *time.Duration { return &c.LockWait })},
 	{"idem-retention", "SHOP_IDEM_RETENTION", "24h", "how long a completed Idempotency-Key result is kept", dur(func(c *Config) *time.Duration { return &c.IdemRetention })},
 	{"idem-lease", "SHOP_IDEM_LEASE", "30s", "in-flight lease of an Idempotency-Key claim (a crashed instance frees it after this)", dur(func(c *Config) *time.Duration { return &c.IdemLease })},
-	{"sold-out-cache", "SHOP_SOLD_OUT_CACHE", "1s", "how long an instance trusts its in-process sold-out flag", dur(func(c *Config) *time.Duration { return &c.SoldOutCache })},
+	{"sold-out-cache", "SHOP_SOLD_OUT_CACHE", "1s", "how long an instance trusts its in-memory sold-out book before one request re-reads the product row", dur(func(c *Config) *time.Duration { return &c.SoldOutCache })},
+	{"batch-max", "SHOP_BATCH_MAX", "128", "most orders of one product placed under one lock hold and one transaction; 1 turns coalescing off", integer(func(c *Config) *int64 { return &c.BatchMax }, 1, 10_000)},
+	{"batch-window", "SHOP_BATCH_WINDOW", "0s", "wait before a batch is taken so more orders join it; 0: only what queued while the previous batch ran", dur(func(c *Config) *time.Duration { return &c.BatchWindow })},
+	{"memory-limit", "SHOP_MEMORY_LIMIT", "160", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
 	{"stock-strategy", "SHOP_STOCK_STRATEGY", StrategyLockFence, "stock deduction: " + strings.Join(Strategies, ", ") + " (only lock-fence is safe)", str(func(c *Config) *string { return &c.StockStrategy })},
 	{"shutdown-wait", "SHOP_SHUTDOWN_WAIT", "10s", "how long graceful shutdown waits for requests in flight", dur(func(c *Config) *time.Duration { return &c.ShutdownWait })},
 	{"log-level", "SHOP_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
@@ -137,6 +215,28 @@ var settings = []setting{
 	}},
 	{"lab-slow-payment", "SHOP_LAB_SLOW_PAYMENT", "0s", "LAB FAULT: make every payment hold its account lock this much longer", dur(func(c *Config) *time.Duration { return &c.LabSlowPayment })},
 	{"lab-no-idempotency", "SHOP_LAB_NO_IDEMPOTENCY", "false", "LAB FAULT: turn order idempotency off (random order numbers, no replay)", boolean(func(c *Config) *bool { return &c.LabNoIdempotency })},
+	{"read-timeout", "SHOP_READ_TIMEOUT", "10s", "deadline for reading a whole request, headers and body; a slower client is cut off", dur(func(c *Config) *time.Duration { return &c.ReadTimeout })},
+	{"request-timeout", "SHOP_REQUEST_TIMEOUT", "30s", "longest a request may run; its database and Redis calls are cancelled then (503 unavailable)", dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
+	{"max-conns", "SHOP_MAX_CONNS", "4096", "open client connections per instance; more wait in the listen backlog", func(c *Config, v string) error {
+		var n int64
+		err := integer(func(*Config) *int64 { return &n }, 1, 1_000_000)(c, v)
+		c.MaxConns = int(n)
+		return err
+	}},
+	{"trusted-proxies", "SHOP_TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client; empty: none", func(c *Config, v string) error {
+		c.TrustedProxies = nil
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				c.TrustedProxies = append(c.TrustedProxies, p)
+			}
+		}
+		return nil
+	}},
+	{"rate-orders", "SHOP_RATE_ORDERS", "5/s:30", "per user: seckill and regular orders (rate/unit:burst, or off)", rate(func(c *Config) *Rate { return &c.RateOrders })},
+	{"rate-pay", "SHOP_RATE_PAY", "5/s:20", "per user: payments (rate/unit:burst, or off)", rate(func(c *Config) *Rate { return &c.RatePay })},
+	{"rate-form-tokens", "SHOP_RATE_FORM_TOKENS", "5/s:20", "per user: form tokens (rate/unit:burst, or off)", rate(func(c *Config) *Rate { return &c.RateFormTokens })},
+	{"rate-login", "SHOP_RATE_LOGIN", "200/s:10000", "per client address: demo logins (rate/unit:burst, or off)", rate(func(c *Config) *Rate { return &c.RateLogin })},
+	{"unpaid-units", "SHOP_UNPAID_UNITS", "100", "most units one user may hold in unpaid orders (0: no cap)", integer(func(c *Config) *int64 { return &c.UnpaidUnits }, 0, 1_000_000_000)},
 }
 
 // LoadConfig reads the configuration: defaults, then the environment, then
@@ -184,6 +284,7 @@ func (c Config) validate() error {
 		d   time.Duration
 	}{
 		{"SHOP_TOKEN_TTL", c.TokenTTL}, {"SHOP_PAYMENT_TIMEOUT", c.PaymentTimeout},
+		{"SHOP_READ_TIMEOUT", c.ReadTimeout}, {"SHOP_REQUEST_TIMEOUT", c.RequestTimeout},
 		{"SHOP_LOCK_TTL", c.LockTTL}, {"SHOP_IDEM_RETENTION", c.IdemRetention}, {"SHOP_IDEM_LEASE", c.IdemLease},
 	}
 	for _, p := range positive {
@@ -195,7 +296,7 @@ func (c Config) validate() error {
 		env string
 		d   time.Duration
 	}{
-		{"SHOP_LOCK_WAIT", c.LockWait}, {"SHOP_SWEEP_INTERVAL", c.SweepInterval}, {"SHOP_SOLD_OUT_CACHE", c.SoldOutCache},
+		{"SHOP_LOCK_WAIT", c.LockWait}, {"SHOP_SWEEP_INTERVAL", c.SweepInterval}, {"SHOP_SOLD_OUT_CACHE", c.SoldOutCache}, {"SHOP_BATCH_WINDOW", c.BatchWindow},
 		{"SHOP_SHUTDOWN_WAIT", c.ShutdownWait}, {"SHOP_LAB_PAUSE_AFTER_LOCK", c.LabPauseAfterLock}, {"SHOP_LAB_SLOW_PAYMENT", c.LabSlowPayment},
 	}
 	for _, p := range nonNegative {

@@ -50,6 +50,17 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"LabPauseProbability", c.LabPauseProbability, 1.0},
 		{"LabSlowPayment", c.LabSlowPayment, time.Duration(0)},
 		{"LabNoIdempotency", c.LabNoIdempotency, false},
+		{"ReadTimeout", c.ReadTimeout, 10 * time.Second},
+		{"RequestTimeout", c.RequestTimeout, 30 * time.Second},
+		{"MaxConns", c.MaxConns, 4096},
+		{"RateOrders", c.RateOrders, Rate{N: 5, Per: time.Second, Burst: 30}},
+		{"RatePay", c.RatePay, Rate{N: 5, Per: time.Second, Burst: 20}},
+		{"RateFormTokens", c.RateFormTokens, Rate{N: 5, Per: time.Second, Burst: 20}},
+		{"RateLogin", c.RateLogin, Rate{N: 200, Per: time.Second, Burst: 10000}},
+		{"UnpaidUnits", c.UnpaidUnits, int64(100)},
+	}
+	if c.TrustedProxies != nil {
+		t.Errorf("TrustedProxies = %q, want none", c.TrustedProxies)
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -167,6 +178,32 @@ func TestLoadConfigReportsEveryProblem(t *testing.T) {
 	_, _, err := LoadConfig("shop", nil, env(map[string]string{"SHOP_LOG_LEVEL": "loud", "SHOP_STOCK_STRATEGY": "bogus"}), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "SHOP_LOG_LEVEL") || !strings.Contains(err.Error(), "SHOP_STOCK_STRATEGY") {
 		t.Fatalf("err = %v, want both variables named", err)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	t.Parallel()
+	good := map[string]Rate{
+		"off": {}, "0": {}, "5/s": {5, time.Second, 5}, "5/s:30": {5, time.Second, 30},
+		"100/m:10": {100, time.Minute, 10}, "3/10s": {3, 10 * time.Second, 3}, "1/h:1": {1, time.Hour, 1},
+	}
+	for v, want := range good {
+		if got, err := parseRate(v); err != nil || got != want {
+			t.Errorf("parseRate(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"", "5", "x/s", "0/s", "-1/s", "5/s:0", "5/s:x", "5/yr", "5/-1s", "5/s:3:4"} {
+		if _, err := parseRate(v); err == nil {
+			t.Errorf("parseRate(%q) accepted", v)
+		}
+	}
+	_, _, err := LoadConfig("shop", nil, env(map[string]string{"SHOP_RATE_PAY": "fast"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_RATE_PAY") {
+		t.Errorf("bad rate: err = %v, want it to name SHOP_RATE_PAY", err)
+	}
+	c, _, err := LoadConfig("shop", []string{"--trusted-proxies", "10.0.0.0/8, 127.0.0.1"}, env(nil), io.Discard)
+	if err != nil || len(c.TrustedProxies) != 2 || c.TrustedProxies[1] != "127.0.0.1" {
+		t.Errorf("trusted proxies = %q, %v", c.TrustedProxies, err)
 	}
 }
 

@@ -96,6 +96,7 @@ func TestOpenRedisDescriptions(t *testing.T) {
 		url, master, want, hidden string
 	}{
 		{"redis://:s3cret@127.0.0.1:1/0", "", "redis://***@127.0.0.1:1/0", "s3cret"},
+		{"redis://user:pa@ssword-tail@127.0.0.1:1/0", "", "redis://***@127.0.0.1:1/0", "ssword-tail"},
 		{"127.0.0.1:7000,127.0.0.1:7001", "", "cluster 127.0.0.1:7000,127.0.0.1:7001", ""},
 		{"127.0.0.1:26379,127.0.0.1:26380", "mymaster", "sentinel master mymaster", ""},
 	}
@@ -119,6 +120,9 @@ func TestRedactDSN(t *testing.T) {
 	t.Parallel()
 	if got := redactDSN("root:pw@tcp(db:3306)/shop"); got != "root:***@tcp(db:3306)/shop" {
 		t.Errorf("redactDSN = %q", got)
+	}
+	if got := redactDSN("root:p@ss@tcp(db:3306)/shop"); got != "root:***@tcp(db:3306)/shop" {
+		t.Errorf("redactDSN with @ in the password = %q", got)
 	}
 	if got := redactDSN("root@tcp(db:3306)/shop"); got != "root@tcp(db:3306)/shop" {
 		t.Errorf("redactDSN without password = %q", got)
