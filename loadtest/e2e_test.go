@@ -27,7 +27,7 @@ func TestRaceEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("loadtest exited %d:\n%s", code, out.String())
 	}
-	for _, want := range []string{"database: 30 orders (paid 0) holding 30 units", "oversold 0", "violations: 0", "race     PASS"} {
+	for _, want := range []string{"database: 30 orders (paid 0) holding 30 units", "oversold 0", "violations: 0", "race     PASS", "linear:   linearizable"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -41,5 +41,10 @@ func TestRaceEndToEnd(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "report.json")); err != nil {
 		t.Error(err)
+	}
+	// porcupine's picture of the (small, passing) history, linked from the report.
+	pics, _ := filepath.Glob(filepath.Join(dir, "linear-race-p*.html"))
+	if len(pics) != 1 || !bytes.Contains(html, []byte(filepath.Base(pics[0]))) {
+		t.Errorf("want one picture linear-race-p*.html linked from report.html, got %v", pics)
 	}
 }

@@ -92,6 +92,9 @@ func (e *env) close() {
 func (e *env) verify(ctx context.Context, in checkInput, tokens map[int64]string) (verdict, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
+	if !e.h.o.noLinear {
+		in.linear = &e.h.o.linear
+	}
 	if e.backend == nil {
 		return verifyAPI(ctx, e.client, in, tokens)
 	}

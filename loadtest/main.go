@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/platform"
 )
 
@@ -51,6 +52,8 @@ type options struct {
 	mysqlDSN       string
 	redisURL       string
 	strategy       string
+	linear         loadgen.LinearOptions
+	noLinear       bool
 }
 
 func main() {
@@ -85,9 +88,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", getenv("SHOP_MYSQL_DSN"), "MySQL/MariaDB server DSN; each run gets a fresh database loadtest_<random> ($SHOP_MYSQL_DSN; empty: SQLite)")
 	fs.StringVar(&o.redisURL, "redis-url", getenv("SHOP_REDIS_URL"), "Redis to share, under a fresh key prefix per run ($SHOP_REDIS_URL; empty: a private redis-server, or in-process)")
 	fs.StringVar(&o.strategy, "strategy", platform.StrategyLockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
+	linearOn := fs.Bool("linearizability", true, "check every product's client history for linearizability (exact checker; porcupine pictures with --report)")
+	fs.DurationVar(&o.linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
+	fs.IntVar(&o.linear.PictureOps, "linear-picture-ops", 1000, "draw a linearizable product's whole history when it has at most this many operations")
+	fs.DurationVar(&o.linear.PictureTimeout, "linear-picture-timeout", 5*time.Second, "bound of porcupine's search for one picture")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.noLinear = !*linearOn
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}

@@ -104,6 +104,7 @@ func writeText(w io.Writer, r scenarioReport) {
 			fmt.Fprint(w, ", PAY (every order paid or cancelled)")
 		}
 		fmt.Fprintln(w)
+		writeLinear(w, v.Linear, r.Name, "")
 		writeViolations(w, v.Violations, "  ")
 	}
 	if r.Error != "" {
@@ -143,7 +144,7 @@ func writeViolations(w io.Writer, vs []auditViolation, indent string) {
 }
 
 func writeCompare(w io.Writer, rows []compareRow) {
-	fmt.Fprintf(w, "%-30s %7s %9s %11s %10s %10s %8s %8s %8s  %s\n", "row", "orders", "oversold", "duplicates", "lost acks", "undersold", "req/s", "p50", "p99", "violated")
+	fmt.Fprintf(w, "%-30s %7s %9s %11s %10s %10s %8s %8s %8s %-12s  %s\n", "row", "orders", "oversold", "duplicates", "lost acks", "undersold", "req/s", "p50", "p99", "linearizable", "violated")
 	for _, c := range rows {
 		if c.Error != "" {
 			fmt.Fprintf(w, "%-30s error: %s\n", c.Row, c.Error)
@@ -153,8 +154,11 @@ func writeCompare(w io.Writer, rows []compareRow) {
 		if v == "" {
 			v = "none"
 		}
-		fmt.Fprintf(w, "%-30s %7d %9d %11d %10d %10d %8.0f %8s %8s  %s\n", c.Row, c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold,
-			c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), v)
+		fmt.Fprintf(w, "%-30s %7d %9d %11d %10d %10d %8.0f %8s %8s %-12s  %s\n", c.Row, c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold,
+			c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), yesNo(c.Linearizable), v)
+	}
+	for _, c := range rows {
+		writeLinear(w, c.Linear, "compare "+c.Row, c.Row+" ")
 	}
 	for _, c := range rows {
 		if len(c.violations) == 0 {
@@ -185,6 +189,9 @@ func firstPerInvariant(vs []auditViolation) []auditViolation {
 // writeFiles writes report.json and report.html into dir.
 func writeFiles(dir string, rep fullReport) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writePictures(dir, rep); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
@@ -240,6 +247,9 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 				"<tr><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr></table>",
 				c.Orders, c.Held, c.Cancelled, c.Paid, c.Added, c.StockLeft, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold)
 		}
+		if s.Verdict != nil && s.Verdict.Linear != nil {
+			b.WriteString(linearHTML(s.Verdict.Linear, s.Name, ""))
+		}
 		if len(s.Faults) > 0 {
 			b.WriteString("<table><tr><th class=l>fault</th><th class=l>target</th><th>at</th><th>lasted</th><th class=l>effect</th></tr>")
 			for _, f := range s.Faults {
@@ -261,7 +271,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			b.WriteString("</p>")
 		}
 		if s.Compare != nil {
-			b.WriteString("<table><tr><th class=l>row</th><th class=l>settings</th><th>orders</th><th>oversold units</th><th>duplicate orders</th><th>lost acks</th><th>undersold</th><th>answers/s</th><th>p50</th><th>p99</th><th class=l>violated</th></tr>")
+			b.WriteString("<table><tr><th class=l>row</th><th class=l>settings</th><th>orders</th><th>oversold units</th><th>duplicate orders</th><th>lost acks</th><th>undersold</th><th>answers/s</th><th>p50</th><th>p99</th><th class=l>linearizable</th><th class=l>violated</th></tr>")
 			for _, c := range s.Compare {
 				viol := strings.Join(c.Violated, " ")
 				cls := "ok"
@@ -273,10 +283,15 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 				if c.Error != "" {
 					viol, cls = "error: "+c.Error, "bad"
 				}
-				fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l><code>%s</code></td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td class=\"l %s\">%s</td></tr>",
-					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), cls, esc(viol))
+				fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l><code>%s</code></td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td class=l>%s</td><td class=\"l %s\">%s</td></tr>",
+					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), linearCell(c.Linearizable, c.Linear, "compare "+c.Row), cls, esc(viol))
 			}
 			b.WriteString("</table>")
+			for _, c := range s.Compare {
+				if c.Linear != nil {
+					b.WriteString(linearHTML(c.Linear, "compare "+c.Row, c.Row+": "))
+				}
+			}
 			for _, c := range s.Compare {
 				if len(c.violations) > 0 {
 					fmt.Fprintf(&b, "<p><b>%s</b></p>", esc(c.Row))
@@ -400,4 +415,169 @@ func trimFloat(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// yesNo is a linearizability verdict in a table cell.
+func yesNo(b *bool) string {
+	switch {
+	case b == nil:
+		return "unknown"
+	case *b:
+		return "yes"
+	}
+	return "NO"
+}
+
+// linearWord is a verdict in a sentence.
+func linearWord(b *bool) string {
+	switch {
+	case b == nil:
+		return "unknown"
+	case *b:
+		return "linearizable"
+	}
+	return "NOT linearizable"
+}
+
+// pictureName is the file, beside report.html, of porcupine's picture of
+// one product of a scenario (or compare row): scope names which.
+func pictureName(scope string, product int64) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(scope) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return fmt.Sprintf("linear-%s-p%d.html", strings.TrimSuffix(b.String(), "-"), product)
+}
+
+// writeLinear prints a run's linearizability verdict, each product's, and
+// the smallest failing set of each product that is not linearizable, with
+// its times and answers.
+func writeLinear(w io.Writer, l *loadgen.LinearReport, scope, label string) {
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(w, "linear:   %s%s: %d operations in %d products (%d answers that promise no effect left out), checked in %s",
+		label, linearWord(l.Linearizable), l.Operations, len(l.Products), l.LeftOut, l.Took.Round(time.Millisecond))
+	if l.Reason != "" {
+		fmt.Fprintf(w, "; %s", l.Reason)
+	}
+	fmt.Fprintln(w)
+	for _, p := range l.Products {
+		fmt.Fprintf(w, "            product %d (%d units, %d operations, %d unanswered): %s", p.ProductID, p.Stock, p.Operations, p.Unanswered, p.Verdict)
+		if p.Reason != "" {
+			fmt.Fprintf(w, " (%s)", p.Reason)
+		}
+		if len(p.PictureHTML) > 0 {
+			fmt.Fprintf(w, "; picture %s: %s, porcupine says %s", pictureName(scope, p.ProductID), p.Picture, p.Porcupine)
+		}
+		fmt.Fprintln(w)
+		if len(p.Failures) == 0 {
+			continue
+		}
+		f := p.Failures[0]
+		fmt.Fprintf(w, "            %s\n            the smallest set of operations that cannot be ordered (failing), with what shows why (evidence):\n", f.Reason)
+		for i, row := range f.Rows {
+			if i == 10 {
+				fmt.Fprintf(w, "              ... %d more in report.json\n", len(f.Rows)-10)
+				break
+			}
+			answer := fmt.Sprint(row["answer"])
+			if no, ok := row["order_no"]; ok {
+				answer += " " + fmt.Sprint(no)
+			}
+			fmt.Fprintf(w, "              %-8s %s -> %-15v user %v, instance %v: %s\n", row["role"], row["start"], row["end"], row["user_id"], row["target"].(int)+1, answer)
+		}
+		if len(p.Failures) > 1 {
+			fmt.Fprintf(w, "            (%d reasons found in all; report.json lists them)\n", len(p.Failures))
+		}
+	}
+}
+
+// linearLists are the linearizability reports of a run with the scope
+// their pictures are named by.
+func linearLists(rep fullReport) map[string]*loadgen.LinearReport {
+	out := map[string]*loadgen.LinearReport{}
+	for _, s := range rep.Scenarios {
+		if s.Verdict != nil && s.Verdict.Linear != nil {
+			out[s.Name] = s.Verdict.Linear
+		}
+		for _, c := range s.Compare {
+			if c.Linear != nil {
+				out["compare "+c.Row] = c.Linear
+			}
+		}
+	}
+	return out
+}
+
+// writePictures writes porcupine's pictures beside report.html and names
+// them in the report.
+func writePictures(dir string, rep fullReport) error {
+	for scope, l := range linearLists(rep) {
+		for i := range l.Products {
+			p := &l.Products[i]
+			if len(p.PictureHTML) == 0 {
+				continue
+			}
+			p.PictureFile = pictureName(scope, p.ProductID)
+			if err := os.WriteFile(filepath.Join(dir, p.PictureFile), p.PictureHTML, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// linearCell is a compare row's verdict, linking its pictures.
+func linearCell(v *bool, l *loadgen.LinearReport, scope string) string {
+	cls := map[bool]string{true: "ok", false: "bad"}
+	s := html.EscapeString(yesNo(v))
+	if v != nil {
+		s = fmt.Sprintf("<span class=%s>%s</span>", cls[*v], s)
+	}
+	if l != nil {
+		for _, p := range l.Products {
+			if len(p.PictureHTML) > 0 {
+				s += fmt.Sprintf(` <a href="%s">p%d</a>`, pictureName(scope, p.ProductID), p.ProductID)
+			}
+		}
+	}
+	return s
+}
+
+// linearHTML is a run's linearizability verdict, each product's, the
+// smallest failing sets, and links to porcupine's pictures.
+func linearHTML(l *loadgen.LinearReport, scope, label string) string {
+	var b strings.Builder
+	esc := html.EscapeString
+	cls := "muted"
+	if l.Linearizable != nil {
+		cls = map[bool]string{true: "ok", false: "bad"}[*l.Linearizable]
+	}
+	fmt.Fprintf(&b, "<p><b>%slinearizability</b>: <span class=%s>%s</span> <span class=muted>(%d operations, %d answers that promise no effect left out, checked in %s)%s</span></p><ul>",
+		esc(label), cls, esc(linearWord(l.Linearizable)), l.Operations, l.LeftOut, l.Took.Round(time.Millisecond), esc(map[bool]string{true: " " + l.Reason, false: ""}[l.Reason != ""]))
+	for _, p := range l.Products {
+		fmt.Fprintf(&b, "<li>product %d (%d units, %d operations, %d unanswered): %s", p.ProductID, p.Stock, p.Operations, p.Unanswered, esc(p.Verdict))
+		if p.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", esc(p.Reason))
+		}
+		if len(p.PictureHTML) > 0 {
+			fmt.Fprintf(&b, `; <a href="%s">porcupine's picture</a> of %s (porcupine says %s)`, pictureName(scope, p.ProductID), esc(p.Picture), esc(p.Porcupine))
+		}
+		if len(p.Failures) > 0 {
+			f := p.Failures[0]
+			rows, _ := json.MarshalIndent(f.Rows, "", " ")
+			fmt.Fprintf(&b, "<br><span class=bad>%s</span><pre>%s</pre>", esc(f.Reason), esc(string(rows)))
+		}
+		b.WriteString("</li>")
+	}
+	b.WriteString("</ul>")
+	return b.String()
 }

@@ -34,6 +34,9 @@ type scenarioReport struct {
 	Pass      bool               `json:"pass"`
 	Error     string             `json:"error,omitempty"`
 	Unsettled int                `json:"unsettled,omitempty"`
+	// Linearizable: were the clients' histories linearizable (every
+	// compare row's, for compare)? nil: unknown or not checked.
+	Linearizable *bool `json:"linearizable"`
 	// ViaAPI: the shops were --targets, judged through the audit route
 	// (no L2: the ledger's fences are not exposed).
 	ViaAPI bool `json:"via_api,omitempty"`
@@ -74,6 +77,7 @@ func (r *scenarioReport) fill(recs []loadgen.Record, v verdict, err error) {
 	}
 	r.Verdict = &v
 	r.Pass = v.OK()
+	r.Linearizable = v.Linearizable
 }
 
 func (h *harness) raceConfig(e *env, name string) loadgen.Config {
@@ -467,7 +471,10 @@ type compareRow struct {
 	Summary    loadgen.Summary `json:"summary"`
 	Error      string          `json:"error,omitempty"`
 	Rejected   float64         `json:"stale_fence_rejections"`
-	violations []auditViolation
+	// Linearizable is the row's histories' verdict (nil: unknown).
+	Linearizable *bool                 `json:"linearizable"`
+	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
+	violations   []auditViolation
 }
 
 // compare runs the same race + retry load against every strategy, and
@@ -527,6 +534,7 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 				cr.LostAcks, cr.Undersold, cr.StaleFence = v.Counts.LostAcks, v.Counts.Undersold, v.Counts.StaleFence
 				cr.Violated = v.invariants()
 				cr.violations = v.Violations
+				cr.Linearizable, cr.Linear = v.Linearizable, v.Linear
 				if row.safe {
 					safeClean = v.OK()
 				} else if !v.OK() {
@@ -541,6 +549,7 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 		r.Compare = append(r.Compare, cr)
 	}
 	r.Summary = loadgen.Summarize(all)
+	r.Linearizable = allLinearizable(r.Compare)
 	r.Pass = safeClean && unsafeCaught
 	r.Strategy = "all"
 	if !safeClean {

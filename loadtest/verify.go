@@ -24,6 +24,10 @@ type verdict struct {
 	Locks      []audit.Violation `json:"lock_violations"`
 	Counts     counts            `json:"counts"`
 	Violations []audit.Violation `json:"-"` // all of the above, in one list
+	// Linearizable is the clients' histories' verdict (nil: unknown, or
+	// not checked); Linear its details.
+	Linearizable *bool                 `json:"linearizable"`
+	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
 }
 
 // counts are a run's headline numbers, from the database.
@@ -62,6 +66,18 @@ type checkInput struct {
 	settled  bool            // pay run: every order must end paid or cancelled
 	wallets  map[int64]int64 // balances read by the clients (pay run), nil otherwise
 	mirror   func(ctx context.Context, productID int64) (int64, bool, error)
+	linear   *loadgen.LinearOptions // nil: no linearizability check
+}
+
+// checkLinear judges the records' linearizability (when asked) and adds a
+// LIN violation per product that is not linearizable.
+func (v *verdict) checkLinear(in checkInput, f loadgen.Facts) {
+	if in.linear == nil {
+		return
+	}
+	rep, vs := loadgen.CheckLinear(in.records, in.products, f, *in.linear)
+	v.Linear, v.Linearizable = &rep, rep.Linearizable
+	v.Client = append(v.Client, vs...)
 }
 
 // verifyDB judges a run from the database: audit.Check (I1-I4, O1-O2,
@@ -78,6 +94,7 @@ func verifyDB(ctx context.Context, db *gorm.DB, in checkInput) (verdict, error) 
 		return v, err
 	}
 	v.Client = loadgen.Check(in.records, f)
+	v.checkLinear(in, f)
 	v.Locks, v.Counts.StaleFence, err = fenceCheck(ctx, db)
 	if err != nil {
 		return v, err
@@ -128,6 +145,7 @@ func verifyAPI(ctx context.Context, c *loadgen.Client, in checkInput, tokens map
 	}
 	f.Settled, f.Wallets = in.settled, in.wallets
 	v.Client = loadgen.Check(in.records, f)
+	v.checkLinear(in, f)
 	for _, p := range v.Audit.Products {
 		v.Counts.Added += p.Added
 		v.Counts.StockLeft += p.Stock
@@ -345,4 +363,23 @@ func newViolation(inv, detail string, rows ...map[string]any) audit.Violation {
 		rows = []map[string]any{}
 	}
 	return audit.Violation{Invariant: inv, Detail: detail, Rows: rows}
+}
+
+// allLinearizable is the verdict over several rows: false when one is not
+// linearizable, else nil when one is unknown (or errored), else true.
+func allLinearizable(rows []compareRow) *bool {
+	out := true
+	unknown := len(rows) == 0
+	for _, c := range rows {
+		switch {
+		case c.Linearizable == nil:
+			unknown = true
+		case !*c.Linearizable:
+			out = false
+		}
+	}
+	if out && unknown {
+		return nil
+	}
+	return &out
 }

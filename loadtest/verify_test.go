@@ -168,7 +168,8 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 				return append(acks(base), loadgen.Record{Op: loadgen.OpSeckill, UserID: 16, ProductID: 1, Quantity: 1, Status: 409,
 					Code: "sold_out", Start: base, End: base.Add(time.Millisecond)})
 			},
-			want: []string{"O5"},
+			want:  []string{"O5", loadgen.LIN},
+			check: func(t *testing.T, v verdict) { want(t, "linearizable", linearInt(v.Linearizable), 0) },
 		},
 	}
 	for _, db := range dbs {
@@ -184,13 +185,16 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 				if c.recs != nil {
 					recs = c.recs(base)
 				}
-				v, err := verifyDB(context.Background(), s.db, checkInput{records: recs, products: map[int64]int64{1: 5, 2: 10, 3: 2}})
+				v, err := verifyDB(context.Background(), s.db, checkInput{records: recs, products: map[int64]int64{1: 5, 2: 10, 3: 2}, linear: &loadgen.LinearOptions{}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				got := v.invariants()
 				if c.want == nil && len(got) > 0 {
 					t.Fatalf("clean shop: violations %v: %+v", got, v.Violations)
+				}
+				if c.want == nil && linearInt(v.Linearizable) != 1 {
+					t.Fatalf("clean shop: histories not linearizable: %+v", v.Linear)
 				}
 				for _, w := range c.want {
 					if !slices.Contains(got, w) {
@@ -208,6 +212,17 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 			})
 		}
 	}
+}
+
+// linearInt is a verdict as a number: 1 linearizable, 0 not, -1 unknown.
+func linearInt(b *bool) int64 {
+	switch {
+	case b == nil:
+		return -1
+	case *b:
+		return 1
+	}
+	return 0
 }
 
 func want(t *testing.T, what string, got, w int64) {
