@@ -2,7 +2,6 @@ package lockx
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	mrand "math/rand/v2"
 	"sync/atomic"
@@ -46,10 +45,10 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 		return nil, giveUp(cfg, k, time.Now(), ctx, nil, false)
 	}
 	start := time.Now()
-	token := rand.Text()
-	l, a, err := tryOnce(ctx, ctx, e, k, token, ttl, o)
+	token := newToken()
+	l, a, err := tryOnce(ctx, ctx, e, k, token, ttl, o, start)
 	if l != nil {
-		cfg.m.acquired(resultObtained, time.Since(start))
+		cfg.m.acquired(resultObtained, start)
 		return l, nil
 	}
 	if o.Wait == 0 || ctx.Err() != nil {
@@ -75,7 +74,7 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 	defer retry.Stop()
 	retries := 0
 	defer func() {
-		cfg.m.waited(time.Since(start), retries)
+		cfg.m.waited(start, retries)
 	}()
 	// Attempts run in their own goroutine so that Acquire returns as soon as
 	// ctx ends or the wait is over, even with Redis slow to answer; an attempt
@@ -106,7 +105,7 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 			return nil, giveUp(cfg, k, start, ctx, lastErr, true)
 		case <-e.done():
 			abandon()
-			cfg.m.acquired(resultError, time.Since(start))
+			cfg.m.acquired(resultError, start)
 			return nil, ErrClosed
 		case <-ready:
 			ready = nil
@@ -116,7 +115,7 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 			inFlight = false
 			if r.l != nil {
 				obtained = true
-				cfg.m.acquired(resultObtained, time.Since(start))
+				cfg.m.acquired(resultObtained, start)
 				return r.l, nil
 			}
 			if r.err == nil || waitCtx.Err() == nil {
@@ -139,7 +138,7 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 		// The attempt is bounded by the wait; the hold, once obtained, lives
 		// under ctx (waitCtx is cancelled when Acquire returns).
 		go func() {
-			l, a, err := tryOnce(waitCtx, ctx, e, k, token, ttl, o)
+			l, a, err := tryOnce(waitCtx, ctx, e, k, token, ttl, o, time.Now())
 			results <- result{l, a, err}
 		}()
 	}
@@ -147,9 +146,9 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 
 // tryOnce runs one attempt. A hold obtained while the caller's ctx ended, or
 // an attempt whose outcome is unknown (transport error), is released again so
-// that no key outlives the call. The Lock's context derives from holdCtx.
-func tryOnce(ctx, holdCtx context.Context, e engine, k keySet, token string, ttl time.Duration, o AcquireOptions) (*Lock, attempt, error) {
-	start := time.Now()
+// that no key outlives the call. The Lock's context derives from holdCtx;
+// its validity counts from start, taken before the attempt was sent.
+func tryOnce(ctx, holdCtx context.Context, e engine, k keySet, token string, ttl time.Duration, o AcquireOptions, start time.Time) (*Lock, attempt, error) {
 	a, err := e.tryAcquire(ctx, k, token, ttl, false)
 	if err != nil {
 		cleanup(ctx, e, k, token)
@@ -192,18 +191,17 @@ func cleanup(ctx context.Context, e engine, k keySet, token string) {
 // a transport error stays a transport error; otherwise ErrNotObtained, joined
 // with the ctx cause when the caller's ctx ended.
 func giveUp(cfg *config, k keySet, start time.Time, ctx context.Context, lastErr error, waited bool) error {
-	d := time.Since(start)
 	if ctx.Err() != nil {
-		cfg.m.acquired(resultNotObtained, d)
+		cfg.m.acquired(resultNotObtained, start)
 		return fmt.Errorf("%w: %q: %w", ErrNotObtained, k.user, context.Cause(ctx))
 	}
 	if lastErr != nil {
-		cfg.m.acquired(resultError, d)
+		cfg.m.acquired(resultError, start)
 		return fmt.Errorf("lockx: acquire %q: %w", k.user, lastErr)
 	}
-	cfg.m.acquired(resultNotObtained, d)
+	cfg.m.acquired(resultNotObtained, start)
 	if waited {
-		return fmt.Errorf("%w: %q still held after %v", ErrNotObtained, k.user, d.Round(time.Millisecond))
+		return fmt.Errorf("%w: %q still held after %v", ErrNotObtained, k.user, time.Since(start).Round(time.Millisecond))
 	}
 	return fmt.Errorf("%w: %q is held", ErrNotObtained, k.user)
 }

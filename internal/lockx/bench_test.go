@@ -171,14 +171,19 @@ func BenchmarkUncontended(b *testing.B) {
 
 // BenchmarkUncontendedInterleaved runs one obtain+release of every
 // implementation per iteration, so that load from other processes on this
-// shared 2-core machine hits all of them alike; it reports each one's median
-// and lockx's ratio to each peer.
+// shared 2-core machine hits all of them alike. The order rotates every
+// iteration (no implementation always goes first), and the ratio to each peer
+// is the median of per-iteration ratios: a load spike that lands on one
+// iteration moves both sides of that ratio.
 func BenchmarkUncontendedInterleaved(b *testing.B) {
 	_, prefix, lockers := benchLockers(b)
 	ctx := context.Background()
 	samples := map[string][]time.Duration{}
-	for b.Loop() {
-		for _, name := range benchOrder {
+	ratios := map[string][]float64{}
+	took := make(map[string]time.Duration, len(benchOrder))
+	for i := 0; b.Loop(); i++ {
+		for j := range benchOrder {
+			name := benchOrder[(i+j)%len(benchOrder)]
 			key := prefix + name + ":interleaved"
 			t0 := time.Now()
 			unlock, err := lockers[name].lock(ctx, key, false)
@@ -188,19 +193,26 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 			if err := unlock(); err != nil {
 				b.Fatal(err)
 			}
-			samples[name] = append(samples[name], time.Since(t0))
+			took[name] = time.Since(t0)
+		}
+		for name, d := range took {
+			samples[name] = append(samples[name], d)
+			ratios[name] = append(ratios[name], float64(took["lockx"])/float64(d))
 		}
 	}
-	med := map[string]float64{}
 	for name, s := range samples {
-		slices.Sort(s)
-		med[name] = float64(s[len(s)/2]) / float64(time.Microsecond)
-		b.ReportMetric(med[name], name+"-p50-us")
+		b.ReportMetric(float64(median(s))/float64(time.Microsecond), name+"-p50-us")
 	}
 	for _, peer := range benchOrder[1:] {
-		b.ReportMetric(med["lockx"]/med[peer], "lockx/"+peer)
+		b.ReportMetric(median(ratios[peer]), "lockx/"+peer)
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+func median[T int64 | float64 | time.Duration](s []T) T {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // BenchmarkHandoff measures how long a released lock stays unused while
@@ -209,27 +221,31 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 // then pass the lock along once each, so every handoff goes to a different
 // goroutine that was already waiting (no self re-acquisition).
 // It also reports the Redis calls (round trips) spent per handoff,
-// including the waiters' failed attempts: polling's real cost.
+// including the waiters' failed attempts: polling's real cost, and the
+// round trip of a Redis PING measured in the same rounds (while the waiters
+// are queued), the floor a handoff is compared with: one release round trip
+// plus one acquire round trip is about 2 PINGs.
 func BenchmarkHandoff(b *testing.B) {
-	_, prefix, lockers := benchLockers(b)
+	rdb, prefix, lockers := benchLockers(b)
 	for _, waiters := range []int{8, 64} {
 		for _, name := range benchOrder {
 			l := lockers[name]
 			b.Run(name+"/waiters="+itoa(waiters), func(b *testing.B) {
 				before := benchCalls.n.Load()
-				n := benchHandoff(b, l, prefix+name+":handoff:"+itoa(waiters), waiters)
+				n := benchHandoff(b, rdb, l, prefix+name+":handoff:"+itoa(waiters), waiters)
 				b.ReportMetric(float64(benchCalls.n.Load()-before)/float64(n), "redis-calls/handoff")
 			})
 		}
 	}
 }
 
-func benchHandoff(b *testing.B, l benchLocker, key string, waiters int) (handoffs int) {
+func benchHandoff(b *testing.B, rdb redis.UniversalClient, l benchLocker, key string, waiters int) (handoffs int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var (
 		mu      sync.Mutex
 		samples []time.Duration
+		pings   []time.Duration
 		failed  atomic.Value
 	)
 	b.ResetTimer()
@@ -261,7 +277,19 @@ func benchHandoff(b *testing.B, l benchLocker, key string, waiters int) (handoff
 			})
 		}
 		queued.Wait()
-		time.Sleep(30 * time.Millisecond) // let every waiter fail its first try and queue
+		// Let every waiter fail its first try and queue; meanwhile time PINGs
+		// (not on the benchmark's calls counter: they are not lock traffic).
+		settle := time.Now().Add(30 * time.Millisecond)
+		for range 8 {
+			t0 := time.Now()
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				b.Fatalf("ping: %v", err)
+			}
+			pings = append(pings, time.Since(t0))
+			time.Sleep(time.Millisecond)
+		}
+		benchCalls.n.Add(-8)
+		time.Sleep(time.Until(settle))
 		b.StartTimer()
 		lastRelease.Store(time.Now().UnixNano())
 		if err := gate(); err != nil {
@@ -278,6 +306,9 @@ func benchHandoff(b *testing.B, l benchLocker, key string, waiters int) (handoff
 		return float64(samples[int(p*float64(len(samples)-1))]) / float64(time.Millisecond)
 	}
 	b.ReportMetric(q(0.50), "p50-handoff-ms")
+	ping := float64(median(pings)) / float64(time.Millisecond)
+	b.ReportMetric(ping, "p50-ping-ms")
+	b.ReportMetric(q(0.50)/ping, "p50-handoff/ping")
 	b.ReportMetric(q(0.90), "p90-handoff-ms")
 	b.ReportMetric(q(1), "max-handoff-ms")
 

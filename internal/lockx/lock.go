@@ -359,7 +359,7 @@ func (s *lease) markLost(cause error) {
 		close(lost)
 	}
 	s.cfg.m.lostLock()
-	s.cfg.m.holdEnded(time.Since(s.acquiredAt), s.ttl)
+	s.cfg.m.holdEnded(s.acquiredAt, s.ttl)
 	s.cfg.log.Warn("lockx: lock lost", "key", s.key, "cause", cause)
 }
 
@@ -375,5 +375,5 @@ func (s *lease) end() {
 	}
 	s.holders = nil
 	s.mu.Unlock()
-	s.cfg.m.holdEnded(time.Since(s.acquiredAt), s.ttl)
+	s.cfg.m.holdEnded(s.acquiredAt, s.ttl)
 }

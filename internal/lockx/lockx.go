@@ -204,14 +204,37 @@ func (c *Client) tryAcquire(ctx context.Context, k keySet, token string, ttl tim
 	if reenter {
 		mode = "r"
 	}
-	v, err := scriptAcquire.Run(ctx, c.rdb, []string{k.lock, k.fence}, token, ttl.Milliseconds(), mode).Int64Slice()
+	v, err := scriptAcquire.Run(ctx, c.rdb, []string{k.lock, k.fence}, token, ttl.Milliseconds(), mode).Result()
 	if err != nil {
 		return attempt{}, err
 	}
-	if len(v) != 3 {
-		return attempt{}, fmt.Errorf("lockx: unexpected acquire reply %v", v)
+	return parseAttempt(v, ttl)
+}
+
+// parseAttempt reads scriptAcquire's reply: a bare fence when a first entry
+// obtained the lock, {count, fence, pttl} otherwise.
+func parseAttempt(v any, ttl time.Duration) (attempt, error) {
+	switch v := v.(type) {
+	case int64:
+		if v >= 1 {
+			return attempt{count: 1, fence: v, pttl: ttl}, nil
+		}
+	case []any:
+		if len(v) == 3 {
+			var n [3]int64
+			ok := true
+			for i := range n {
+				n[i], ok = v[i].(int64)
+				if !ok {
+					break
+				}
+			}
+			if ok {
+				return attempt{count: n[0], fence: n[1], pttl: time.Duration(n[2]) * time.Millisecond}, nil
+			}
+		}
 	}
-	return attempt{count: v[0], fence: v[1], pttl: time.Duration(v[2]) * time.Millisecond}, nil
+	return attempt{}, fmt.Errorf("lockx: unexpected acquire reply %v", v)
 }
 
 func (c *Client) refresh(ctx context.Context, k keySet, token string, ttl time.Duration) (bool, error) {

@@ -66,6 +66,6 @@ func TestMetrics(t *testing.T) {
 	// Two Clients may share one Metrics; nil Metrics is a no-op (every other
 	// test runs with nil).
 	var nilM *Metrics
-	nilM.acquired(resultObtained, time.Second)
-	nilM.holdEnded(time.Second, time.Second)
+	nilM.acquired(resultObtained, time.Now())
+	nilM.holdEnded(time.Now(), time.Second)
 }
