@@ -4,7 +4,7 @@
 // and from the clients' own records that nothing was oversold, ordered twice
 // or charged twice.
 //
-//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all [flags]
+//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover [flags]
 //
 // It exits 0 only when every invariant held (compare: when the safe row is
 // clean and at least one unsafe row was caught).
@@ -67,7 +67,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	var o options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenario := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all, or a comma-separated list")
+	scenario := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), or a comma-separated list")
 	fs.IntVar(&o.users, "users", 5000, "buyers per run (race, retry, chaos, compare)")
 	fs.IntVar(&o.stock, "stock", 500, "units of the flash-sale product")
 	fs.IntVar(&o.retries, "retries", 5, "sends per buyer in retry and compare")
@@ -76,7 +76,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.IntVar(&o.payBuyers, "pay-orders", 500, "orders in the pay scenario")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "client timeout of one request")
 	fs.DurationVar(&o.tinyTimeout, "tiny-timeout", 50*time.Millisecond, "client timeout of the sends given up early (retry, compare)")
-	fs.DurationVar(&o.chaosDuration, "chaos-duration", 20*time.Second, "how long the chaos load runs (buyers are paced over it)")
+	fs.DurationVar(&o.chaosDuration, "chaos-duration", 20*time.Second, "how long the chaos and failover loads run (buyers are paced over it)")
 	fs.DurationVar(&o.paymentTimeout, "payment-timeout", 2*time.Second, "SHOP_PAYMENT_TIMEOUT of the pay scenario (with --target: the targets' value)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 200*time.Millisecond, "SHOP_SWEEP_INTERVAL of the pay scenario")
 	fs.DurationVar(&o.maxDuration, "max-duration", 10*time.Minute, "upper bound of one scenario")
@@ -91,7 +91,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	linearOn := fs.Bool("linearizability", true, "check every product's client history for linearizability (exact checker; porcupine pictures with --report)")
 	fs.DurationVar(&o.linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
 	fs.IntVar(&o.linear.PictureOps, "linear-picture-ops", 1000, "draw a linearizable product's whole history when it has at most this many operations")
-	fs.DurationVar(&o.linear.PictureTimeout, "linear-picture-timeout", 5*time.Second, "bound of porcupine's search for one picture")
+	fs.DurationVar(&o.linear.PictureTimeout, "linear-picture-timeout", 2*time.Second, "bound of porcupine's search for one picture")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -106,8 +106,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			o.scenarios = append(o.scenarios, allScenarios...)
 		case slices.Contains(allScenarios, s):
 			o.scenarios = append(o.scenarios, s)
+		case s == "failover": // both parts; each starts its own Redis
+			o.scenarios = append(o.scenarios, failoverCluster, failoverSentinel)
+		case s == failoverCluster || s == failoverSentinel:
+			o.scenarios = append(o.scenarios, s)
 		default:
-			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all)", s)
+			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover)", s)
 		}
 	}
 	if *target != "" {

@@ -463,8 +463,8 @@ func writeLinear(w io.Writer, l *loadgen.LinearReport, scope, label string) {
 	if l == nil {
 		return
 	}
-	fmt.Fprintf(w, "linear:   %s%s: %d operations in %d products (%d answers that promise no effect left out), checked in %s",
-		label, linearWord(l.Linearizable), l.Operations, len(l.Products), l.LeftOut, l.Took.Round(time.Millisecond))
+	fmt.Fprintf(w, "linear:   %s%s: %d operations in %d products (%d answers that promise no effect left out), checked in %s, pictures in %s",
+		label, linearWord(l.Linearizable), l.Operations, len(l.Products), l.LeftOut, l.Took.Round(time.Millisecond), l.PicturesTook.Round(time.Millisecond))
 	if l.Reason != "" {
 		fmt.Fprintf(w, "; %s", l.Reason)
 	}

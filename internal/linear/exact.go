@@ -46,7 +46,12 @@ func Check(ctx context.Context, h History) Result {
 	}
 	f, undecided := judgeStock(ctx, h, defs, opts)
 	res.Failures = append(res.Failures, f...)
-	slices.SortStableFunc(res.Failures, func(a, b Failure) int { return len(a.Ops) - len(b.Ops) })
+	slices.SortStableFunc(res.Failures, func(a, b Failure) int {
+		if a.rank != b.rank {
+			return a.rank - b.rank
+		}
+		return len(a.Ops) - len(b.Ops)
+	})
 	if len(res.Failures) > maxFailures {
 		res.Failures = res.Failures[:maxFailures]
 	}
@@ -121,8 +126,8 @@ func judgeIdentity(h History, idx []int) (defs []unit, opt *unit, fails []Failur
 		}
 		if len(refusals) > 0 {
 			fails = append(fails, Failure{Ops: []int{a, refusals[0]}, Reason: fmt.Sprintf(
-				"one %s was both given order %s and refused (%s): stock only goes down, so a refusal before the order leaves nothing for it, and after it the %s must get its order again",
-				word, h.Ops[a].OrderNo, h.Ops[refusals[0]].Note, word)})
+				"one %s was both given order %s and refused: stock only goes down, so a refusal before the order leaves nothing for it, and after it the %s must get its order again",
+				word, h.Ops[a].OrderNo, word)})
 		}
 	}
 	lastReplay, minEnd := -1, int64(math.MaxInt64)
@@ -211,9 +216,9 @@ func judgeStock(ctx context.Context, h History, defs, opts []unit) (fails []Fail
 		if ok {
 			continue
 		}
-		f := Failure{Ops: []int{j}, Reason: fmt.Sprintf(
-			"refused (%s) although at most %d of the %d units can have been sold before its answer, and it needs %d: a unit was free during the whole request",
-			r.Note, before(r.Return)+best, h.Stock, h.Stock-r.quantity()+1)}
+		f := Failure{rank: 2, Ops: []int{j}, Reason: fmt.Sprintf(
+			"refused (%d asked) although at most %d of the %d units can have been sold before its answer: a unit was free during the whole request",
+			r.quantity(), before(r.Return)+best, h.Stock)}
 		for _, d := range defs {
 			if d.call > r.Return && len(f.Evidence) < 5 {
 				f.Evidence = append(f.Evidence, d.ops()...)
@@ -228,9 +233,12 @@ func judgeStock(ctx context.Context, h History, defs, opts []unit) (fails []Fail
 // the largest first.
 func oversell(h History, defs []unit, total int64) Failure {
 	s := slices.Clone(defs)
-	slices.SortStableFunc(s, func(a, b unit) int {
+	slices.SortStableFunc(s, func(a, b unit) int { // the largest first, answered ones before proven ones
 		if a.q != b.q {
 			return compareInt(b.q, a.q)
+		}
+		if (a.proof < 0) != (b.proof < 0) {
+			return compareInt(int64(b.proof), int64(a.proof))
 		}
 		return compareInt(a.call, b.call)
 	})
@@ -245,7 +253,7 @@ func oversell(h History, defs []unit, total int64) Failure {
 			break
 		}
 	}
-	return Failure{Ops: ops, Reason: fmt.Sprintf(
+	return Failure{rank: 1, Ops: ops, Reason: fmt.Sprintf(
 		"%d orders created for %d units in all, of a product that had %d: any %d of them cannot all be placed",
 		len(defs), total, h.Stock, n)}
 }

@@ -64,6 +64,7 @@ type Op struct {
 	Answer       Answer
 	OrderNo      string // the order a 2xx named
 	Note         string // the picture's tooltip: user, instance, status
+	bounded      bool   // Unknown, but drawn as ending at Return (see Drawable)
 }
 
 func (o Op) String() string {
@@ -97,6 +98,7 @@ type Failure struct {
 	// creations that started only after its answer, so the unit they took
 	// was free during the whole request).
 	Evidence []int `json:"evidence,omitempty"`
+	rank     int   // what kind: one identity's answers, then too many orders, then refusals
 }
 
 // Set is the failure's operations with their evidence, in time order.

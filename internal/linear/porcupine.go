@@ -167,7 +167,7 @@ func Operations(h History, idx []int) []porcupine.Operation {
 	for _, i := range idx {
 		o := h.Ops[i]
 		ret := o.Return
-		if o.Answer == Unknown {
+		if o.Answer == Unknown && !o.bounded {
 			ret = last + 1
 		}
 		lane := slices.IndexFunc(laneEnd, func(end int64) bool { return end < o.Call })
@@ -205,4 +205,62 @@ func Picture(h History, idx []int, timeout time.Duration) ([]byte, Verdict, erro
 		return nil, v, err
 	}
 	return b.Bytes(), v, nil
+}
+
+// Drawable is h as a picture of a linearizable history draws it best:
+// unanswered sends that cannot matter are left out, since porcupine's
+// search otherwise tries each of them at every place. Left out: the
+// unanswered sends of a buyer or key that got an answer, except the one a
+// replay proves made the order, which is drawn as ending by that replay's
+// answer; of the sends of one that got none, all but the earliest. None of
+// this changes the verdict: every send left out can only replay or refuse,
+// and the earliest send of an identity can do all that a later one can.
+func Drawable(h History) History {
+	byID := map[string][]int{}
+	for i, o := range h.Ops {
+		byID[o.Identity] = append(byID[o.Identity], i)
+	}
+	keep := make([]bool, len(h.Ops))
+	out := History{Stock: h.Stock, Returns: h.Returns}
+	bound := map[int]int64{}
+	for _, idx := range byID {
+		answered, created := false, false
+		minEnd := int64(-1)
+		for _, i := range idx {
+			switch h.Ops[i].Answer {
+			case Unknown:
+				continue
+			case Created:
+				created = true
+			case Replayed:
+				if minEnd < 0 || h.Ops[i].Return < minEnd {
+					minEnd = h.Ops[i].Return
+				}
+			}
+			answered, keep[i] = true, true
+		}
+		first := -1
+		for _, i := range idx {
+			if h.Ops[i].Answer == Unknown && (!answered || !created && minEnd >= 0 && h.Ops[i].Call <= minEnd) &&
+				(first < 0 || h.Ops[i].Call < h.Ops[first].Call) {
+				first = i
+			}
+		}
+		if first >= 0 {
+			keep[first] = true
+			if answered {
+				bound[first] = minEnd
+			}
+		}
+	}
+	for i, o := range h.Ops {
+		if !keep[i] {
+			continue
+		}
+		if end, ok := bound[i]; ok {
+			o.bounded, o.Return = true, end
+		}
+		out.Ops = append(out.Ops, o)
+	}
+	return out
 }

@@ -141,6 +141,12 @@ func TestCheckLinear(t *testing.T) {
 		{"sold out while a unit was free, shown with the later sale", []Record{
 			sk(1, 201, "", "S1", false, 0, 10), sk(3, 409, "sold_out", "", false, 20, 30), sk(2, 201, "", "S2", false, 40, 50)},
 			Facts{}, ptr(false), 2},
+		{"a regular order's replay repeats its stored 201", []Record{
+			{Op: OpOrder, UserID: 1, ProductID: 1, Quantity: 2, Key: "k", Status: 201, OrderNo: "R1", Start: at(0), End: at(10)},
+			{Op: OpOrder, UserID: 1, ProductID: 1, Quantity: 2, Key: "k", Status: 201, Replayed: true, OrderNo: "R1", Start: at(20), End: at(30)},
+			{Op: OpOrder, UserID: 2, ProductID: 1, Quantity: 1, Key: "k", Status: 409, Code: "insufficient_stock", Start: at(40), End: at(50)},
+			{Op: OpOrder, UserID: 2, ProductID: 1, Quantity: 1, Key: "k", Status: 409, Code: "insufficient_stock", Replayed: true, Start: at(60), End: at(70)}},
+			Facts{}, ptr(true), 0},
 		{"a busy answer took no effect: its buyer may buy later", []Record{
 			sk(1, 503, "busy", "", false, 0, 10), sk(1, 201, "", "S1", false, 20, 30)}, Facts{}, ptr(true), 0},
 		{"returns during the sale leave an oversell undecided", []Record{
