@@ -33,11 +33,13 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	reg.MustRegister(lockMetrics, idemMetrics)
 	locks := lockx.New(rdb, lockx.Options{Prefix: c.RedisPrefix + "lock:", Metrics: lockMetrics, Logger: log})
 	products := inventory.New(db.DB, locks, rdb, inventory.Config{
-		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait, SoldOutCache: c.SoldOutCache,
+		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait,
 		KeyPrefix: c.RedisPrefix, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
 	}, inventory.NewMetrics(reg), log)
 	markers := idem.NewMarkers(rdb, c.RedisPrefix+"done:", c.IdemRetention)
-	orders := order.New(db.DB, products, markers, order.Config{NoIdempotency: c.LabNoIdempotency}, order.NewMetrics(reg), log)
+	orders := order.New(db.DB, products, markers, order.Config{
+		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, SoldOutRecheck: c.SoldOutCache, NoIdempotency: c.LabNoIdempotency,
+	}, order.NewMetrics(reg), log)
 	payments := payment.New(db.DB, locks, payment.Config{LockTTL: c.LockTTL, LockWait: c.LockWait, SlowPayment: c.LabSlowPayment},
 		payment.NewMetrics(reg), log)
 	return &services{
@@ -52,4 +54,8 @@ func (s *services) audit(ctx context.Context, o audit.Options) (audit.Report, er
 	return audit.Check(ctx, s.db.DB, o)
 }
 
-func (s *services) close() { _ = s.locks.Close() }
+// close waits for order batches still running, then stops the lock client.
+func (s *services) close() {
+	s.orders.Wait()
+	_ = s.locks.Close()
+}

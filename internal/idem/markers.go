@@ -45,3 +45,20 @@ func (m *Markers) Mark(ctx context.Context, key, value string) error {
 	}
 	return nil
 }
+
+// MarkAll records several processed keys (key -> value) in one round trip.
+func (m *Markers) MarkAll(ctx context.Context, marks map[string]string) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	_, err := m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, v := range marks {
+			p.Set(ctx, m.prefix+k, v, m.ttl)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("idem: mark: %w", err)
+	}
+	return nil
+}

@@ -6,209 +6,207 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/seckill-lab/shop/internal/dbx"
-	"github.com/seckill-lab/shop/internal/lockx"
+	"gorm.io/gorm/clause"
 )
 
-// Deduction is one order's claim on stock.
-type Deduction struct {
+// Want is one order's claim on a product's stock.
+type Want struct {
+	OrderNo  string
+	Quantity int64
+}
+
+// Take is a batch of claims on one product's stock, in arrival order.
+type Take struct {
 	ProductID int64
-	Quantity  int64
-	OrderNo   string
-	// Recheck runs after the lock is held and before the transaction: the
-	// seed's "check again", so a request that raced its own twin sees the
-	// twin's committed order instead of buying twice. Lock-free strategies
-	// run it too (it is then only a hint; the unique order number decides).
-	Recheck func(ctx context.Context) error
-	// Insert writes the order in the same transaction as the stock update.
-	Insert func(tx *gorm.DB, p Product) error
+	// Fence is the product lock's fencing token (Guard's fence); 0 = none.
+	Fence int64
+	Wants []Want
 }
 
-// Deduct takes the stock for d and runs d.Insert in the same transaction,
-// by the configured strategy. The lock (when there is one) is released only
-// after COMMIT. Errors: ErrNotFound, ErrSoldOut (nothing left),
-// ErrInsufficientStock (some left, not enough), ErrBusy, or Insert's error.
-func (s *Service) Deduct(ctx context.Context, d Deduction) (p Product, err error) {
-	start := time.Now()
-	strategy := s.strategyFor(d.ProductID)
-	defer func() { s.metrics.deducted(strategy, err, time.Since(start)) }()
-	if s.soldOut.is(ctx, d.ProductID) {
-		s.metrics.fastPath()
-		return Product{}, ErrSoldOut
+// Taken is what a Take got.
+type Taken struct {
+	// Product is the row after the deduction (price for the orders, stock
+	// left, version).
+	Product Product
+	// Refused holds, per want, nil when its units were taken, else
+	// ErrSoldOut (nothing was left for it) or ErrInsufficientStock (some
+	// was, not enough).
+	Refused []error
+}
+
+// Granted is how many wants got their units.
+func (t Taken) Granted() int {
+	n := 0
+	for _, err := range t.Refused {
+		if err == nil {
+			n++
+		}
 	}
-	switch strategy {
-	case Naive:
-		return s.readModifyWrite(ctx, d, 0)
+	return n
+}
+
+// DeductTx takes stock for t's wants inside the caller's transaction, in
+// arrival order: a want is served while enough is left, so the first buyers
+// get the last units and the rest get the exact refusal. It appends one
+// ledger row per served want. The caller runs it inside Guard (the fence
+// comes from there) and inserts the orders in the same transaction; how the
+// stock row is written depends on the product's strategy:
+//
+//   - lock-fence, redis-gate: one fenced conditional UPDATE for the whole
+//     batch; a holder whose lease ran out writes nothing (errStaleFence).
+//   - conditional: one guarded UPDATE per want, no lock.
+//   - lock, naive (LAB, unsafe): read, compute, write the number back.
+//
+// Errors: ErrNotFound, errStaleFence (Guard retries), or the database's.
+func (s *Service) DeductTx(ctx context.Context, tx *gorm.DB, t Take) (Taken, error) {
+	switch s.StrategyOf(t.ProductID) {
+	case Naive, Lock:
+		return s.readModifyWrite(ctx, tx, t)
 	case Conditional:
-		return s.conditional(ctx, d, 0)
-	case Lock:
-		err = s.withDeductLock(ctx, d, func(ctx context.Context, fence int64) error {
-			p, err = s.readModifyWrite(ctx, d, fence)
-			return err
-		})
-		return p, err
-	case RedisGate:
-		return s.gated(ctx, d)
-	default: // LockFence
-		return s.lockFence(ctx, d)
+		return s.conditional(tx, t)
+	default:
+		return s.fenced(ctx, tx, t)
 	}
 }
 
-// lockFence is the safe strategy: the lock keeps buyers of one product in
-// line; the fenced conditional update makes a holder whose lease ran out
-// (paused, partitioned) unable to write. A stale fence caused by Redis losing
-// its counter is repaired by raising the counter to what the database last
-// accepted and taking the lock again.
-func (s *Service) lockFence(ctx context.Context, d Deduction) (p Product, err error) {
-	for attempt := 0; attempt < 3; attempt++ {
-		err = s.withDeductLock(ctx, d, func(ctx context.Context, fence int64) error {
-			p, err = s.conditional(ctx, d, fence)
-			return err
-		})
-		if !errors.Is(err, errStaleFence) {
-			return p, err
-		}
-		s.metrics.staleFence()
-		s.log.Warn("stock write refused: stale fencing token; raising the fence and retrying", "product_id", d.ProductID, "db_fence", p.Fence)
-		if err := s.locks.RaiseFence(ctx, lockKey(d.ProductID), p.Fence); err != nil {
-			return Product{}, err
+// allocate serves wants in order from stock; it returns the refusals and
+// the units taken.
+func allocate(stock int64, wants []Want) (refused []error, total int64) {
+	refused = make([]error, len(wants))
+	for i, w := range wants {
+		switch {
+		case w.Quantity <= stock-total:
+			total += w.Quantity
+		case stock-total <= 0:
+			refused[i] = ErrSoldOut
+		default:
+			refused[i] = ErrInsufficientStock
 		}
 	}
-	return Product{}, ErrBusy
+	return refused, total
 }
 
-// withDeductLock holds the product lock around fn. With the lab pause on,
-// the watchdog is left off: the pause stands in for a stop-the-world pause
-// during which no renewal could have run either.
-func (s *Service) withDeductLock(ctx context.Context, d Deduction, fn func(ctx context.Context, fence int64) error) error {
-	paused := s.cfg.PauseAfterLock > 0
-	l, err := s.locks.Acquire(ctx, lockKey(d.ProductID), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: !paused})
-	if errors.Is(err, lockx.ErrNotObtained) {
-		s.metrics.busy()
-		return ErrBusy
-	}
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
-			s.metrics.releaseFailed()
-			s.log.Warn("product lock was lost before release", "product_id", d.ProductID, "fence", l.Fence(), "err", err)
-		}
-	}()
-	wctx := l.Context()
-	if paused {
-		// A paused process does not notice it lost the lock: run on the
-		// caller's context, not the lock's, so the fence alone must stop it.
-		wctx = ctx
-	}
-	if d.Recheck != nil {
-		if err := d.Recheck(wctx); err != nil {
-			return err
-		}
-	}
-	return lostIsBusy(l, fn(wctx, l.Fence()))
-}
-
-// conditional: one guarded UPDATE decides; the fence (0 = none) rejects a
-// holder older than the last accepted write.
-func (s *Service) conditional(ctx context.Context, d Deduction, fence int64) (p Product, err error) {
-	if fence == 0 && d.Recheck != nil {
-		if err := d.Recheck(ctx); err != nil {
-			return p, err
-		}
-	}
-	if fence > 0 {
+// fenced is the safe strategy's write. The row is read with a locking read
+// (MySQL: FOR UPDATE, so it is the latest committed row, not the
+// transaction's snapshot); the UPDATE repeats both conditions, so the
+// database stays the last line of defence even if the read were wrong.
+func (s *Service) fenced(ctx context.Context, tx *gorm.DB, t Take) (Taken, error) {
+	if t.Fence > 0 {
 		s.labPause(ctx)
 	}
-	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-		now := time.Now().UTC()
-		q := "UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?"
-		args := []any{d.Quantity, now, d.ProductID, d.Quantity}
-		if fence > 0 {
-			q = "UPDATE products SET stock = stock - ?, fence = ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ? AND fence <= ?"
-			args = []any{d.Quantity, fence, now, d.ProductID, d.Quantity, fence}
+	p, err := readProduct(tx.Clauses(clause.Locking{Strength: "UPDATE"}), t.ProductID)
+	if err != nil {
+		return Taken{}, err
+	}
+	if t.Fence > 0 && p.Fence > t.Fence {
+		return Taken{Product: p}, errStaleFence
+	}
+	refused, total := allocate(p.Stock, t.Wants)
+	out := Taken{Product: p, Refused: refused}
+	if total == 0 {
+		return out, nil
+	}
+	now := time.Now().UTC()
+	q := "UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?"
+	args := []any{total, now, t.ProductID, total}
+	if t.Fence > 0 {
+		q = "UPDATE products SET stock = stock - ?, fence = ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ? AND fence <= ?"
+		args = []any{total, t.Fence, now, t.ProductID, total, t.Fence}
+	}
+	res := tx.Exec(q, args...)
+	if res.Error != nil {
+		return Taken{}, res.Error
+	}
+	if res.RowsAffected != 1 {
+		// The row moved between the locking read and the write (SQLite has
+		// no row lock; a writer that holds no lock): decide by re-reading.
+		if now, err := readProduct(tx, t.ProductID); err == nil && t.Fence > 0 && now.Fence > t.Fence {
+			return Taken{Product: now}, errStaleFence
 		}
-		res := tx.Exec(q, args...)
+		return Taken{}, ErrBusy
+	}
+	out.Product.Stock -= total
+	out.Product.Version++
+	if t.Fence > 0 {
+		out.Product.Fence = t.Fence
+	}
+	return out, s.ledger(tx, t, refused)
+}
+
+// conditional is the lock-free strategy: one guarded UPDATE per want
+// decides; nothing is read first.
+func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
+	out := Taken{Refused: make([]error, len(t.Wants))}
+	for i, w := range t.Wants {
+		res := tx.Exec("UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?",
+			w.Quantity, time.Now().UTC(), t.ProductID, w.Quantity)
 		if res.Error != nil {
-			return res.Error
-		}
-		if err := tx.Take(&p, d.ProductID).Error; err != nil {
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return ErrNotFound
-			}
-			return err
+			return Taken{}, res.Error
 		}
 		if res.RowsAffected == 0 {
-			// Decide by re-reading, never by assuming.
-			switch {
-			case p.Stock < d.Quantity:
-				return s.shortage(ctx, p)
-			case fence > 0 && p.Fence > fence:
-				return errStaleFence
-			default:
-				return errors.New("inventory: conditional update hit no row for an unknown reason")
-			}
+			out.Refused[i] = ErrSoldOut // refined below, once the row is read
 		}
-		return s.record(tx, d, p, fence)
-	})
-	if err == nil && p.Stock == 0 {
-		s.soldOut.mark(ctx, d.ProductID)
 	}
-	return p, err
+	p, err := readProduct(tx, t.ProductID)
+	if err != nil {
+		return Taken{}, err
+	}
+	out.Product = p
+	for i, err := range out.Refused {
+		if err != nil && p.Stock > 0 {
+			out.Refused[i] = ErrInsufficientStock
+		}
+	}
+	return out, s.ledger(tx, t, out.Refused)
 }
 
-// readModifyWrite is the unsafe classic: read the stock, compute, write the
-// number back. Without a lock (naive) concurrent buyers overwrite each
-// other; with a lock but no fence (lock) a holder paused past its TTL does.
-func (s *Service) readModifyWrite(ctx context.Context, d Deduction, fence int64) (p Product, err error) {
-	if fence == 0 && d.Recheck != nil {
-		if err := d.Recheck(ctx); err != nil {
-			return p, err
-		}
+// readModifyWrite is the unsafe classic (LAB): read the stock, compute,
+// write the number back. Without a lock (naive) concurrent buyers overwrite
+// each other; with a lock but no fence (lock) a holder paused past its TTL
+// does. The read is outside the transaction, as such code usually is.
+func (s *Service) readModifyWrite(ctx context.Context, tx *gorm.DB, t Take) (Taken, error) {
+	p, err := readProduct(s.db.WithContext(ctx), t.ProductID)
+	if err != nil {
+		return Taken{}, err
 	}
-	if err := s.db.WithContext(ctx).Take(&p, d.ProductID).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return p, ErrNotFound
-		}
-		return p, err
+	refused, total := allocate(p.Stock, t.Wants)
+	out := Taken{Product: p, Refused: refused}
+	if total == 0 {
+		return out, nil
 	}
-	if p.Stock < d.Quantity {
-		return p, s.shortage(ctx, p)
-	}
-	if fence > 0 {
+	if t.Fence > 0 {
 		s.labPause(ctx)
 	}
-	left := p.Stock - d.Quantity
-	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-		if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, time.Now().UTC(), d.ProductID).Error; err != nil {
-			return err
+	left := p.Stock - total
+	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, time.Now().UTC(), t.ProductID).Error; err != nil {
+		return Taken{}, err
+	}
+	out.Product.Stock = left
+	out.Product.Version++
+	return out, s.ledger(tx, t, refused)
+}
+
+// ledger appends one row per served want, in one INSERT.
+func (s *Service) ledger(tx *gorm.DB, t Take, refused []error) error {
+	rows := make([]LedgerRow, 0, len(t.Wants))
+	now := time.Now().UTC()
+	for i, w := range t.Wants {
+		if refused[i] == nil {
+			no := w.OrderNo
+			rows = append(rows, LedgerRow{ProductID: t.ProductID, Delta: -w.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: t.Fence, CreatedAt: now})
 		}
-		p.Stock = left
-		return s.record(tx, d, p, fence)
-	})
-	if err == nil && left == 0 {
-		s.soldOut.mark(ctx, d.ProductID)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return tx.Create(&rows).Error
+}
+
+func readProduct(db *gorm.DB, id int64) (Product, error) {
+	var p Product
+	err := db.Take(&p, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return p, ErrNotFound
 	}
 	return p, err
-}
-
-// record appends the ledger row and inserts the order.
-func (s *Service) record(tx *gorm.DB, d Deduction, p Product, fence int64) error {
-	no := d.OrderNo
-	if err := tx.Create(&LedgerRow{ProductID: d.ProductID, Delta: -d.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: fence, CreatedAt: time.Now().UTC()}).Error; err != nil {
-		return err
-	}
-	return d.Insert(tx, p)
-}
-
-// shortage turns "not enough" into the right error and remembers a sold-out
-// product.
-func (s *Service) shortage(ctx context.Context, p Product) error {
-	if p.Stock <= 0 {
-		s.soldOut.mark(ctx, p.ID)
-		return ErrSoldOut
-	}
-	return ErrInsufficientStock
 }

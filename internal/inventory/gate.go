@@ -35,40 +35,55 @@ func (s *Service) gateKey(id int64) string {
 	return s.cfg.KeyPrefix + "gate:{" + strconv.FormatInt(id, 10) + "}"
 }
 
-func (s *Service) gated(ctx context.Context, d Deduction) (Product, error) {
-	key := s.gateKey(d.ProductID)
+// Admit lets a want through the gate before it queues for the product
+// lock. It returns nil when admitted (always, for products whose strategy
+// has no gate); ErrSoldOut or ErrInsufficientStock when the gate is empty
+// and the database agrees; ErrBusy when the gate is empty but units are
+// admitted and not committed yet. A want that was admitted and then not
+// served (refused, failed) is given back with Readmit.
+func (s *Service) Admit(ctx context.Context, productID, quantity int64) error {
+	if s.StrategyOf(productID) != RedisGate {
+		return nil
+	}
+	key := s.gateKey(productID)
 	for range 2 {
-		r, err := gateTake.Run(ctx, s.rdb, []string{key}, d.Quantity).Int()
+		r, err := gateTake.Run(ctx, s.rdb, []string{key}, quantity).Int()
 		if err != nil {
-			return Product{}, err
+			return err
 		}
 		switch r {
 		case 0:
-			// Refused. Units may still be in flight (admitted, not committed):
-			// that is "busy", not "sold out", until the database says so.
-			p, err := s.Get(ctx, d.ProductID)
-			if err != nil {
-				return p, err
+			// Refused. Units may still be in flight (admitted, not
+			// committed): that is "busy", not "sold out", until the
+			// database says so.
+			p, err := s.Get(ctx, productID)
+			switch {
+			case err != nil:
+				return err
+			case p.Stock <= 0:
+				return ErrSoldOut
+			case p.Stock < quantity:
+				return ErrInsufficientStock
 			}
-			if p.Stock < d.Quantity {
-				return p, s.shortage(ctx, p)
-			}
-			return p, ErrBusy
+			return ErrBusy
 		case 1:
-			p, err := s.lockFence(ctx, d)
-			if err != nil {
-				gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{key}, d.Quantity)
-			}
-			return p, err
+			return nil
 		}
 		// Not initialised (first use, or Redis lost it): seed from the database.
-		p, err := s.Get(ctx, d.ProductID)
+		p, err := s.Get(ctx, productID)
 		if err != nil {
-			return p, err
+			return err
 		}
 		s.rdb.SetNX(ctx, key, p.Stock, 0)
 	}
-	return Product{}, errors.New("inventory: gate could not be initialised")
+	return errors.New("inventory: gate could not be initialised")
+}
+
+// Readmit gives an admitted want's units back to the gate.
+func (s *Service) Readmit(ctx context.Context, productID, quantity int64) {
+	if s.StrategyOf(productID) == RedisGate {
+		gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{s.gateKey(productID)}, quantity)
+	}
 }
 
 // gateAdd gives units back to the gate (restock, cancellation).

@@ -50,11 +50,10 @@ const (
 
 // Config tunes the service.
 type Config struct {
-	Strategy     string
-	LockTTL      time.Duration
-	LockWait     time.Duration
-	SoldOutCache time.Duration // how long an instance trusts its own sold-out flag
-	KeyPrefix    string        // Redis prefix for the sold-out flags, gate counters and channel
+	Strategy  string
+	LockTTL   time.Duration
+	LockWait  time.Duration
+	KeyPrefix string // Redis prefix for the gate counters and the stock-returned channel
 
 	// Lab faults, off by default.
 	PauseAfterLock   time.Duration
@@ -106,7 +105,6 @@ type Service struct {
 	rdb     redis.UniversalClient
 	cfg     Config
 	log     *slog.Logger
-	soldOut *soldOutCache
 	metrics *Metrics
 
 	labMu       sync.RWMutex
@@ -121,13 +119,8 @@ func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m,
-		soldOut: newSoldOutCache(rdb, cfg.KeyPrefix, cfg.SoldOutCache)}
+	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m}
 }
-
-// Follow applies sold-out resets published by other instances until ctx
-// ends; run it in its own goroutine.
-func (s *Service) Follow(ctx context.Context) { s.soldOut.follow(ctx, s.log) }
 
 // Strategy is the deduction strategy in use.
 func (s *Service) Strategy() string { return s.cfg.Strategy }
@@ -184,7 +177,7 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 // replayed is true then, and a retry whose hash differs from the first
 // request's is ErrRequestMismatch.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
-	err = s.locked(ctx, id, false, func(ctx context.Context, fence int64) error {
+	err = s.locked(ctx, id, WaitForLock, false, func(ctx context.Context, fence int64) error {
 		added := false
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			added, replayed = false, false
@@ -242,32 +235,80 @@ func (s *Service) ReturnTx(tx *gorm.DB, productID, quantity int64, orderNo strin
 		Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": time.Now().UTC()}).Error
 }
 
-// Returned must be called after the transaction that called ReturnTx
-// committed, still holding the product lock: the stock is sellable again
-// everywhere.
-func (s *Service) Returned(ctx context.Context, productID, quantity int64) {
-	s.gateAdd(ctx, productID, quantity)
-	s.soldOut.clear(ctx, productID)
+// LockWait says how a caller waits for a product lock.
+type LockWait int
+
+const (
+	// WaitForLock waits up to the configured lock wait (buyers, restocks).
+	WaitForLock LockWait = iota
+	// TryOnce gives up at once when the lock is taken: background work
+	// (the sweeper) yields to buyers and comes back later.
+	TryOnce
+)
+
+// WithProductLock runs fn holding the product's lock: restocks,
+// cancellations and returns, so a return never interleaves with a
+// deduction and sold-out state is set and cleared in lock order. fence is
+// the lock's fencing token.
+func (s *Service) WithProductLock(ctx context.Context, productID int64, wait LockWait, fn func(ctx context.Context, fence int64) error) error {
+	return s.locked(ctx, productID, wait, false, fn)
 }
 
-// WithProductLock runs fn holding the product's lock (used by cancellation,
-// so a return never interleaves with a read-modify-write deduction and the
-// sold-out flag is set and cleared in lock order). tryOnce skips the wait:
-// background work (the sweeper) yields to buyers and comes back later.
-func (s *Service) WithProductLock(ctx context.Context, productID int64, tryOnce bool, fn func(ctx context.Context) error) error {
-	return s.locked(ctx, productID, tryOnce, func(ctx context.Context, _ int64) error { return fn(ctx) })
-}
+// Locks reports whether a strategy deducts under the product lock (the
+// lock-free ones are lab strategies: naive and conditional).
+func Locks(strategy string) bool { return strategy != Naive && strategy != Conditional }
 
-// locked takes the product lock with the watchdog on, runs fn, and releases
-// only after fn returned (i.e. after its transaction committed). A lock lost
-// while fn ran cancels fn's context, so its transaction rolls back; that is
-// reported as ErrBusy: nothing changed, retry.
-func (s *Service) locked(ctx context.Context, id int64, tryOnce bool, fn func(ctx context.Context, fence int64) error) error {
-	wait := s.cfg.LockWait
-	if tryOnce {
-		wait = 0
+// Guard runs fn the way productID's strategy guards a stock deduction
+// (fn calls DeductTx in its transaction): under the product lock for
+// lock-fence, lock and redis-gate, with fence the lock's fencing token; with
+// no lock at all, fence 0, for the lock-free lab strategies.
+func (s *Service) Guard(ctx context.Context, productID int64, fn func(ctx context.Context, fence int64) error) (err error) {
+	start, strategy := time.Now(), s.StrategyOf(productID)
+	defer func() { s.metrics.deducted(strategy, err, time.Since(start)) }()
+	if !Locks(strategy) {
+		return fn(ctx, 0)
 	}
-	l, err := s.locks.Acquire(ctx, lockKey(id), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: true})
+	return s.locked(ctx, productID, WaitForLock, true, fn)
+}
+
+// locked is the one place that runs work under a product lock. It takes
+// the lock with the watchdog on, runs fn, and releases only after fn
+// returned (after its transaction committed). A lock lost while fn ran
+// cancels fn's context, so its transaction rolls back: reported as ErrBusy,
+// nothing changed. A write the database refused for a stale fence (Redis
+// lost the fence counter) raises the counter to what the database last
+// accepted and runs fn again under a new hold.
+//
+// pausable lets the lab pause stand in for a stop-the-world pause: the
+// watchdog is off (no renewal could run during such a pause either) and fn
+// runs on the caller's context, so the fence alone must stop a stale write.
+func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pausable bool, fn func(ctx context.Context, fence int64) error) error {
+	paused := pausable && s.cfg.PauseAfterLock > 0
+	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: !paused}
+	if wait == TryOnce {
+		opts.Wait = 0
+	}
+	for range 3 {
+		err := s.holding(ctx, id, opts, paused, fn)
+		if !errors.Is(err, errStaleFence) {
+			return err
+		}
+		s.metrics.staleFence()
+		p, err := s.Get(context.WithoutCancel(ctx), id)
+		if err != nil {
+			return err
+		}
+		s.log.Warn("stock write refused: stale fencing token; raising the fence and retrying", "product_id", id, "db_fence", p.Fence)
+		if err := s.locks.RaiseFence(ctx, lockKey(id), p.Fence); err != nil {
+			return err
+		}
+	}
+	return ErrBusy
+}
+
+// holding is one hold of the product lock around fn.
+func (s *Service) holding(ctx context.Context, id int64, opts lockx.AcquireOptions, paused bool, fn func(ctx context.Context, fence int64) error) error {
+	l, err := s.locks.Acquire(ctx, lockKey(id), opts)
 	if errors.Is(err, lockx.ErrNotObtained) {
 		s.metrics.busy()
 		return ErrBusy
@@ -277,17 +318,18 @@ func (s *Service) locked(ctx context.Context, id int64, tryOnce bool, fn func(ct
 	}
 	defer func() {
 		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
-			s.log.Warn("product lock release failed", "product_id", id, "err", err)
+			s.metrics.releaseFailed()
+			s.log.Warn("product lock was lost before release", "product_id", id, "fence", l.Fence(), "err", err)
 		}
 	}()
-	return lostIsBusy(l, fn(l.Context(), l.Fence()))
-}
-
-// lostIsBusy turns the error of work whose lock was lost mid-way into
-// ErrBusy (the transaction did not commit: its context was cancelled).
-func lostIsBusy(l *lockx.Lock, err error) error {
-	if err != nil && errors.Is(context.Cause(l.Context()), lockx.ErrNotHeld) {
-		return fmt.Errorf("%w: the lock was lost before commit (%v)", ErrBusy, err)
+	wctx := l.Context()
+	if paused {
+		wctx = ctx
+	}
+	err = fn(wctx, l.Fence())
+	if err != nil && !paused && errors.Is(context.Cause(l.Context()), lockx.ErrNotHeld) {
+		s.log.Warn("product lock lost before commit; nothing was written", "product_id", id, "err", err)
+		return ErrBusy
 	}
 	return err
 }
@@ -323,8 +365,8 @@ func (s *Service) UseStrategy(productID int64, name string) {
 	s.labStrategy[productID] = name
 }
 
-// strategyFor is the strategy that deducts productID's stock.
-func (s *Service) strategyFor(productID int64) string {
+// StrategyOf is the strategy that deducts productID's stock here.
+func (s *Service) StrategyOf(productID int64) string {
 	s.labMu.RLock()
 	defer s.labMu.RUnlock()
 	if name, ok := s.labStrategy[productID]; ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/testenv"
@@ -41,6 +42,7 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 type instance struct {
 	*inventory.Service
 	reg *prometheus.Registry
+	db  *gorm.DB
 }
 
 func (f *fixture) service(t *testing.T, cfg inventory.Config) instance {
@@ -55,7 +57,7 @@ func (f *fixture) service(t *testing.T, cfg inventory.Config) instance {
 	}
 	cfg.KeyPrefix = f.prefix
 	reg := prometheus.NewRegistry()
-	return instance{inventory.New(f.db, locks, f.rdb, cfg, inventory.NewMetrics(reg), discard()), reg}
+	return instance{inventory.New(f.db, locks, f.rdb, cfg, inventory.NewMetrics(reg), discard()), reg, f.db}
 }
 
 func (f *fixture) product(t *testing.T, s instance, stock int64) int64 {
@@ -87,11 +89,37 @@ func (f *fixture) fenceKey(id int64) string {
 
 var orderSeq atomic.Int64
 
-// deduct takes quantity units for a fresh order number.
+// deduct takes quantity units for a fresh order number, the way the order
+// book does (gate, guard, one transaction).
 func deduct(ctx context.Context, s instance, id, quantity int64) error {
-	_, err := s.Deduct(ctx, inventory.Deduction{ProductID: id, Quantity: quantity,
-		OrderNo: fmt.Sprintf("T%d-%d", time.Now().UnixNano(), orderSeq.Add(1)),
-		Insert:  func(*gorm.DB, inventory.Product) error { return nil }})
+	return deductThen(ctx, s, id, quantity, nil)
+}
+
+// deductThen is deduct with more work in the same transaction (the order
+// book inserts its orders there).
+func deductThen(ctx context.Context, s instance, id, quantity int64, then func(tx *gorm.DB) error) error {
+	if err := s.Admit(ctx, id, quantity); err != nil {
+		return err
+	}
+	no := fmt.Sprintf("T%d-%d", time.Now().UnixNano(), orderSeq.Add(1))
+	err := s.Guard(ctx, id, func(ctx context.Context, fence int64) error {
+		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+			taken, err := s.DeductTx(ctx, tx, inventory.Take{ProductID: id, Fence: fence, Wants: []inventory.Want{{OrderNo: no, Quantity: quantity}}})
+			if err != nil {
+				return err
+			}
+			if err := taken.Refused[0]; err != nil {
+				return err
+			}
+			if then != nil {
+				return then(tx)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		s.Readmit(ctx, id, quantity)
+	}
 	return err
 }
 
@@ -238,8 +266,7 @@ func TestRedisGateGivesTokensBack(t *testing.T) {
 
 	// The order insert fails: the unit goes back to the gate.
 	boom := errors.New("boom")
-	_, err := s.Deduct(ctx, inventory.Deduction{ProductID: id, Quantity: 2, OrderNo: "Tboom",
-		Insert: func(*gorm.DB, inventory.Product) error { return boom }})
+	err := deductThen(ctx, s, id, 2, func(*gorm.DB) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("deduct with a failing insert: %v, want boom", err)
 	}
@@ -288,63 +315,52 @@ func TestRedisGateGivesTokensBack(t *testing.T) {
 	}
 }
 
-func TestSoldOutFastPathSetAndClearedEverywhere(t *testing.T) {
+// TestStockReturnedHeardEverywhere: a restock in one instance is announced
+// to every instance (itself included), which is how their sold-out states
+// end at once.
+func TestStockReturnedHeardEverywhere(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Instances trust their own sold-out memory for long, so only the
-	// restock's message can make b sell again within the test.
-	a := f.service(t, inventory.Config{Strategy: inventory.LockFence, SoldOutCache: time.Minute})
-	b := f.service(t, inventory.Config{Strategy: inventory.LockFence, SoldOutCache: time.Minute})
-	go a.Follow(ctx)
-	go b.Follow(ctx)
+	a := f.service(t, inventory.Config{Strategy: inventory.LockFence})
+	b := f.service(t, inventory.Config{Strategy: inventory.LockFence})
+	heard := make(chan string, 4)
+	go a.Follow(ctx, func(id int64) { heard <- "a:" + strconv.FormatInt(id, 10) })
+	go b.Follow(ctx, func(id int64) { heard <- "b:" + strconv.FormatInt(id, 10) })
 	id := f.product(t, a, 1)
 	if err := deduct(ctx, a, id, 1); err != nil {
 		t.Fatal(err)
 	}
-	flag := f.prefix + "soldout:" + strconv.FormatInt(id, 10)
-	if n, _ := f.rdb.Exists(ctx, flag).Result(); n != 1 {
-		t.Fatal("no sold-out flag after the last unit was sold")
+	if err := deduct(ctx, b, id, 1); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("deduct on a sold-out product: %v, want ErrSoldOut", err)
 	}
-
-	rechecks := 0
-	_, err := b.Deduct(ctx, inventory.Deduction{ProductID: id, Quantity: 1, OrderNo: "Tfast",
-		Recheck: func(context.Context) error { rechecks++; return nil },
-		Insert:  func(*gorm.DB, inventory.Product) error { return nil }})
-	if !errors.Is(err, inventory.ErrSoldOut) || rechecks != 0 {
-		t.Errorf("deduct on a sold-out product: %v after %d rechecks; want ErrSoldOut from the fast path", err, rechecks)
-	}
-	if got := counter(t, b.reg, "shop_inventory_sold_out_fast_path_total"); got != 1 {
-		t.Errorf("fast path count = %v, want 1", got)
-	}
-
-	// Wait until both instances listen for clears, then restock through a.
+	channel := f.prefix + "soldout:reset"
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		subs, _ := f.rdb.PubSubNumSub(ctx, f.prefix+"soldout:reset").Result()
-		if subs[f.prefix+"soldout:reset"] >= 2 {
+		subs, _ := f.rdb.PubSubNumSub(ctx, channel).Result()
+		if subs[channel] >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the instances did not subscribe to sold-out resets")
+			t.Fatal("the instances did not subscribe to the stock-returned channel")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if _, _, err := a.Restock(ctx, id, 1, "r1", ""); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := f.rdb.Exists(ctx, flag).Result(); n != 0 {
-		t.Error("restock left the sold-out flag")
-	}
-	var last error
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if last = deduct(ctx, b, id, 1); last == nil {
-			break
+	want := map[string]bool{"a:" + strconv.FormatInt(id, 10): true, "b:" + strconv.FormatInt(id, 10): true}
+	for len(want) > 0 {
+		select {
+		case h := <-heard:
+			delete(want, h)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("not heard within 5s: %v", want)
 		}
 	}
-	if last != nil {
-		t.Errorf("instance b still refuses 2s after the restock: %v", last)
+	if err := deduct(ctx, b, id, 1); err != nil {
+		t.Errorf("deduct after the restock: %v", err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 // Metrics of the inventory. A nil *Metrics records nothing.
 type Metrics struct {
 	deductions *prometheus.HistogramVec
-	fast       prometheus.Counter
 	busyTotal  prometheus.Counter
 	stale      prometheus.Counter
 	relFailed  prometheus.Counter
@@ -22,16 +21,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		deductions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "shop", Subsystem: "inventory", Name: "deduction_seconds",
-			Help:    "Stock deductions by strategy and outcome, with their latency.",
+			Help:    "Guarded stock deductions (one per batch of orders) by strategy and outcome, with their latency including the lock wait.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"strategy", "outcome"}),
-		fast:      prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "sold_out_fast_path_total", Help: "Requests turned away by the sold-out fast path (no lock, no stock row)."}),
 		busyTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lock_busy_total", Help: "Product lock not obtained within the acquire timeout (503 busy)."}),
 		stale:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "stale_fence_rejections_total", Help: "Stock writes the database refused because a newer fencing token had written."}),
 		relFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lock_lost_before_release_total", Help: "Product locks found expired or taken over at release."}),
 		pauses:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lab_pauses_total", Help: "LAB: lock holders paused on purpose."}),
 	}
-	reg.MustRegister(m.deductions, m.fast, m.busyTotal, m.stale, m.relFailed, m.pauses)
+	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses)
 	return m
 }
 
@@ -55,12 +53,6 @@ func outcome(err error) string {
 func (m *Metrics) deducted(strategy string, err error, d time.Duration) {
 	if m != nil {
 		m.deductions.WithLabelValues(strategy, outcome(err)).Observe(d.Seconds())
-	}
-}
-
-func (m *Metrics) fastPath() {
-	if m != nil {
-		m.fast.Inc()
 	}
 }
 

@@ -7,6 +7,8 @@ type Metrics struct {
 	createdTotal   *prometheus.CounterVec
 	replayedTotal  *prometheus.CounterVec
 	cancelledTotal *prometheus.CounterVec
+	fastPathTotal  prometheus.Counter
+	batchSize      prometheus.Histogram
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -16,7 +18,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replayedTotal:  prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shop", Subsystem: "orders", Name: "replayed_total", Help: "Repeated order requests answered with the existing order, by kind."}, []string{"kind"}),
 		cancelledTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shop", Subsystem: "orders", Name: "cancelled_total", Help: "Orders cancelled, by reason (user, timeout: the sweeper)."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.createdTotal, m.replayedTotal, m.cancelledTotal)
+	m.fastPathTotal = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "orders", Name: "sold_out_fast_path_total", Help: "Orders refused from this instance's sold-out book (no Redis, no lock, no stock row)."})
+	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "shop", Subsystem: "orders", Name: "batch_size",
+		Help:    "Order requests of one product placed under one lock hold and one transaction.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}})
+	reg.MustRegister(m.createdTotal, m.replayedTotal, m.cancelledTotal, m.fastPathTotal, m.batchSize)
 	return m
 }
 
@@ -35,5 +41,17 @@ func (m *Metrics) replayed(kind string) {
 func (m *Metrics) cancelled(reason string) {
 	if m != nil {
 		m.cancelledTotal.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) fastPath() {
+	if m != nil {
+		m.fastPathTotal.Inc()
+	}
+}
+
+func (m *Metrics) batched(n int) {
+	if m != nil {
+		m.batchSize.Observe(float64(n))
 	}
 }

@@ -64,8 +64,16 @@ func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // Config tunes the service.
 type Config struct {
-	MarkerPrefix string
-	MarkerTTL    time.Duration
+	// BatchMax caps how many orders of one product share a lock hold and a
+	// transaction; 1 turns coalescing off (each order takes the lock itself).
+	BatchMax int
+	// BatchWindow is an optional wait before a batch is taken, so more
+	// orders can join it; 0 (the default) batches only what queued while
+	// the previous batch was in flight.
+	BatchWindow time.Duration
+	// SoldOutRecheck is how long the sold-out book is trusted before one
+	// request re-reads the product row.
+	SoldOutRecheck time.Duration
 	// NoIdempotency is a LAB switch: random order numbers, no marker, so
 	// retries create duplicates the audit must catch.
 	NoIdempotency bool
@@ -79,60 +87,80 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	bg      context.Context // batches run on it, not on a request's context
+	batches *coalescer
+	book    *soldOutBook
 }
 
-// New builds the service.
+// New builds the service. Run Follow to hear of stock returned in other
+// instances, and Wait before closing the database.
 func New(db *gorm.DB, inv *inventory.Service, markers *idem.Markers, cfg Config, m *Metrics, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{db: db, inv: inv, markers: markers, cfg: cfg, log: log, metrics: m}
+	cfg.BatchMax = max(cfg.BatchMax, 1)
+	s := &Service{db: db, inv: inv, markers: markers, cfg: cfg, log: log, metrics: m,
+		bg: context.Background(), book: newSoldOutBook(cfg.SoldOutRecheck)}
+	s.batches = newCoalescer(cfg.BatchMax, cfg.BatchWindow, s.runBatch)
+	return s
 }
 
-// existing carries an order found by the "check again" step out of Deduct.
-type existing struct{ o Order }
+// Follow ends the sold-out state of products whose stock came back in any
+// instance, until ctx ends; run it in its own goroutine.
+func (s *Service) Follow(ctx context.Context) { s.inv.Follow(ctx, s.book.forget) }
 
-func (existing) Error() string { return "order exists" }
+// Wait returns when no batch is running (call it after the HTTP server
+// stopped taking requests).
+func (s *Service) Wait() { s.batches.wait() }
 
 func randomNo(prefix string) string {
 	return prefix + "X" + rand.Text()
 }
 
+func markerKey(userID, productID int64) string {
+	return "seckill:" + strconv.FormatInt(userID, 10) + ":" + strconv.FormatInt(productID, 10)
+}
+
 // Seckill places the user's one flash-sale order for productID. A repeat, in
-// any interleaving, returns the first order with created false. The flow is
-// the seed's: processed marker -> lock -> check again -> transaction -> mark
-// -> release.
+// any interleaving, returns the first order with created false. The checks
+// run cheapest first: the sold-out book (memory), the processed marker
+// (Redis), then the batch under the product lock, whose own check of the
+// order number (the database) is the one that decides.
 func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, bool, error) {
-	uid, pid := strconv.FormatInt(userID, 10), strconv.FormatInt(productID, 10)
-	no := idem.OrderNo("S", uid, pid)
-	marker := "seckill:" + uid + ":" + pid
+	no := SeckillNo(userID, productID)
 	if s.cfg.NoIdempotency {
 		no = randomNo("S")
-	} else if v, ok, err := s.markers.Get(ctx, marker); err == nil && ok {
-		if o, err := s.byNo(ctx, v); err == nil {
-			s.metrics.replayed(KindSeckill)
-			return o, false, nil
-		}
+	} else if o, err, ok := s.fromBook(ctx, userID, productID); ok {
+		return o, false, err
+	} else if o, ok := s.fromMarker(ctx, userID, productID); ok {
+		return o, false, nil
 	}
-	o, created, err := s.create(ctx, inventory.Deduction{ProductID: productID, Quantity: 1, OrderNo: no},
-		Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: 1, Kind: KindSeckill}, "", false)
-	if (errors.Is(err, inventory.ErrSoldOut) || errors.Is(err, inventory.ErrBusy)) && !s.cfg.NoIdempotency {
-		// A buyer's repeat gets its order even after the sale ended, while
-		// the lock is contended, and when Redis lost the marker: one point
-		// read on the unique index, no lock.
+	o, created, err := s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: 1, Kind: KindSeckill})
+	if err != nil && !errors.Is(err, inventory.ErrSoldOut) && !s.cfg.NoIdempotency {
+		// The batch failed (lock busy, Redis or the database could not
+		// answer): a buyer's repeat still gets its order, by one point read
+		// on the unique index.
 		if prev, err2 := s.byNo(context.WithoutCancel(ctx), no); err2 == nil {
-			o, created, err = prev, false, nil
+			s.metrics.replayed(KindSeckill)
+			return prev, false, nil
 		}
 	}
+	return o, created, err
+}
+
+// fromMarker answers a repeat whose processed marker is in Redis. A marker
+// that cannot be read is no answer: the batch's own check decides.
+func (s *Service) fromMarker(ctx context.Context, userID, productID int64) (Order, bool) {
+	v, ok, err := s.markers.Get(ctx, markerKey(userID, productID))
+	if err != nil || !ok {
+		return Order{}, false
+	}
+	o, err := s.byNo(ctx, v)
 	if err != nil {
-		return Order{}, false, err
+		return Order{}, false
 	}
-	if !s.cfg.NoIdempotency {
-		if err := s.markers.Mark(context.WithoutCancel(ctx), marker, o.OrderNo); err != nil {
-			s.log.Warn("processed marker not written (the unique order number still guards)", "err", err)
-		}
-	}
-	return o, created, nil
+	s.metrics.replayed(KindSeckill)
+	return o, true
 }
 
 // Regular places an order for quantity units under the client's business
@@ -140,71 +168,58 @@ func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, 
 // number is unique. A request whose key was already used returns that order
 // (created false) when hash matches, ErrRequestMismatch when not.
 func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64, key, hash string) (Order, bool, error) {
-	no := idem.OrderNo("R", strconv.FormatInt(userID, 10), key)
+	no := RegularNo(userID, key)
 	if s.cfg.NoIdempotency {
 		no = randomNo("R")
+	} else {
+		// A retry, or a key reused for another request, is answered before
+		// any stock is touched, from the database alone.
+		prev, err := s.byNo(ctx, no)
+		if err == nil {
+			r := repeat(prev, hash)
+			if r.err == nil {
+				s.metrics.replayed(KindRegular)
+			}
+			return r.o, false, r.err
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return Order{}, false, err
+		}
+		if s.book.get(productID) != nil {
+			s.metrics.fastPath()
+			return Order{}, false, inventory.ErrSoldOut
+		}
 	}
 	k := key
-	return s.create(ctx, inventory.Deduction{ProductID: productID, Quantity: quantity, OrderNo: no},
-		Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: quantity, Kind: KindRegular, IdemKey: &k, RequestHash: hash}, hash, true)
+	return s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: quantity, Kind: KindRegular, IdemKey: &k, RequestHash: hash})
 }
 
-// create runs one deduction whose transaction inserts o; the check again
-// and a unique-index violation both resolve to the order already there.
-// early adds a lock-free look-up first (regular orders: a retry, or a key
-// reused for another request, is answered before any stock is touched;
-// seckill relies on its marker instead, keeping the sold-out path cheap).
-func (s *Service) create(ctx context.Context, d inventory.Deduction, o Order, hash string, early bool) (Order, bool, error) {
-	check := func(ctx context.Context) error {
-		prev, err := s.byNo(ctx, o.OrderNo)
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return existing{prev}
-	}
-	if !s.cfg.NoIdempotency {
-		d.Recheck = check
-		if early {
-			if err := check(ctx); err != nil {
-				return s.resolve(err, hash)
-			}
-		}
-	}
-	d.Insert = func(tx *gorm.DB, p inventory.Product) error {
-		o.ID = 0 // a rerun transaction must not reuse the rolled-back id
-		now := Now()
-		o.AmountCents = p.PriceCents * o.Quantity
-		o.Status = StatusPending
-		o.CreatedAt, o.UpdatedAt = now, now
-		return tx.Create(&o).Error
-	}
-	_, err := s.inv.Deduct(ctx, d)
-	if err == nil {
-		s.metrics.created(o.Kind)
-		return o, true, nil
-	}
-	if dbx.IsDuplicate(err) {
-		// Lost the race to a twin on the unique order number: its order wins.
-		if twin := check(context.WithoutCancel(ctx)); twin != nil {
-			err = twin
-		}
-	}
-	return s.resolve(err, hash)
-}
-
-func (s *Service) resolve(err error, hash string) (Order, bool, error) {
-	var ex existing
-	if !errors.As(err, &ex) {
+// place creates o in a batch of its product (alone when coalescing is off
+// or the strategy takes no lock) and waits for the batch's answer, whatever
+// ctx does: the batch runs to its end either way.
+func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
+	if err := s.inv.Admit(ctx, o.ProductID, o.Quantity); err != nil {
 		return Order{}, false, err
 	}
-	if hash != "" && ex.o.RequestHash != "" && ex.o.RequestHash != hash {
-		return Order{}, false, ErrRequestMismatch
+	r := &request{o: o, done: make(chan result, 1)}
+	if s.cfg.BatchMax > 1 && inventory.Locks(s.inv.StrategyOf(o.ProductID)) {
+		s.batches.submit(r)
+	} else {
+		s.runBatch(o.ProductID, []*request{r})
 	}
-	s.metrics.replayed(ex.o.Kind)
-	return ex.o, false, nil
+	res := <-r.done
+	if !res.created {
+		s.inv.Readmit(ctx, o.ProductID, o.Quantity)
+	}
+	switch {
+	case res.err != nil:
+		return Order{}, false, res.err
+	case res.created:
+		s.metrics.created(o.Kind)
+	default:
+		s.metrics.replayed(o.Kind)
+	}
+	return res.o, res.created, nil
 }
 
 func (s *Service) byNo(ctx context.Context, no string) (Order, error) {
@@ -266,7 +281,11 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string, tryOnce bo
 	case StatusPaid:
 		return o, false, ErrInvalidState
 	}
-	err = s.inv.WithProductLock(ctx, o.ProductID, tryOnce, func(ctx context.Context) error {
+	wait := inventory.WaitForLock
+	if tryOnce {
+		wait = inventory.TryOnce
+	}
+	err = s.inv.WithProductLock(ctx, o.ProductID, wait, func(ctx context.Context, _ int64) error {
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			won = false
 			now := Now()
@@ -299,6 +318,7 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string, tryOnce bo
 		})
 		if err == nil && won {
 			// Committed, and still under the product lock.
+			s.book.forget(o.ProductID)
 			s.inv.Returned(ctx, o.ProductID, o.Quantity)
 		}
 		return err

@@ -47,10 +47,12 @@ func (f *fixture) shop(t *testing.T) shop {
 	locks := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
 	t.Cleanup(func() { locks.Close() })
 	inv := inventory.New(f.db, locks, f.rdb, inventory.Config{Strategy: inventory.LockFence,
-		LockTTL: 5 * time.Second, LockWait: 30 * time.Second, SoldOutCache: time.Second, KeyPrefix: f.prefix},
+		LockTTL: 5 * time.Second, LockWait: 30 * time.Second, KeyPrefix: f.prefix},
 		inventory.NewMetrics(prometheus.NewRegistry()), discard())
 	markers := idem.NewMarkers(f.rdb, f.prefix+"done:", time.Hour)
-	return shop{inv, order.New(f.db, inv, markers, order.Config{}, order.NewMetrics(prometheus.NewRegistry()), discard())}
+	orders := order.New(f.db, inv, markers, order.Config{BatchMax: 64, SoldOutRecheck: time.Second}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	t.Cleanup(orders.Wait)
+	return shop{inv, orders}
 }
 
 func (f *fixture) product(t *testing.T, s shop, stock int64) int64 {
@@ -305,7 +307,8 @@ func TestSeckillRepeatWhileLockBusy(t *testing.T) {
 	inv := inventory.New(f.db, locks, f.rdb, inventory.Config{Strategy: inventory.LockFence,
 		LockTTL: 5 * time.Second, LockWait: 50 * time.Millisecond, KeyPrefix: f.prefix},
 		nil, discard())
-	orders := order.New(f.db, inv, idem.NewMarkers(f.rdb, f.prefix+"done:", time.Hour), order.Config{}, nil, discard())
+	orders := order.New(f.db, inv, idem.NewMarkers(f.rdb, f.prefix+"done:", time.Hour), order.Config{BatchMax: 64}, nil, discard())
+	t.Cleanup(orders.Wait)
 	id := f.product(t, f.shop(t), 5)
 	ctx := context.Background()
 	first, created, err := orders.Seckill(ctx, 11, id)
