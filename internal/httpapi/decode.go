@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
+	"reflect"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -34,6 +34,11 @@ func decode(c *gin.Context, v any, allowEmpty bool) error {
 			return invalid(map[string]string{"Content-Type": "must be application/json"})
 		}
 	}
+	if json.Valid(b) {
+		if err := checkKeys(b, v); err != nil {
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -56,7 +61,7 @@ func decode(c *gin.Context, v any, allowEmpty bool) error {
 		if field == "" {
 			return invalid(map[string]string{"body": "must be a JSON object"})
 		}
-		return invalid(map[string]string{field: fmt.Sprintf("must be %s", jsonKind(typ.Type.Kind().String()))})
+		return invalid(map[string]string{field: typeProblem(typ)})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return invalid(map[string]string{name: "unknown field"})
@@ -69,6 +74,101 @@ func decode(c *gin.Context, v any, allowEmpty bool) error {
 		}
 	}
 	return nil
+}
+
+// checkKeys holds a valid JSON body to what encoding/json lets through: the
+// body must be an object, no object may repeat a key, and the top-level keys
+// must be v's field names exactly (encoding/json matches them ignoring case,
+// and the last of two duplicates wins, so {"quantity":1,"QUANTITY":5} would
+// mean 5).
+func checkKeys(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if t, _ := dec.Token(); t != json.Delim('{') {
+		return invalid(map[string]string{"body": "must be a JSON object"})
+	}
+	names := fieldNames(v)
+	var walk func(top bool) error // after an opening '{', through its '}'
+	walk = func(top bool) error {
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return newError("invalid_json", "the body is not valid JSON")
+			}
+			k, _ := t.(string)
+			if seen[k] {
+				return invalid(map[string]string{k: "duplicate key"})
+			}
+			seen[k] = true
+			if top && !names[k] {
+				return invalid(map[string]string{k: "unknown field (field names are case-sensitive)"})
+			}
+			if err := skipValue(dec, walk); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // '}'
+		return err
+	}
+	return walk(true)
+}
+
+// skipValue reads one value, walking the objects in it.
+func skipValue(dec *json.Decoder, walk func(top bool) error) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t {
+	case json.Delim('{'):
+		return walk(false)
+	case json.Delim('['):
+		for dec.More() {
+			if err := skipValue(dec, walk); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ']'
+	}
+	return err
+}
+
+// fieldNames are the JSON names of the fields of the struct v points to.
+func fieldNames(v any) map[string]bool {
+	names := map[string]bool{}
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return names
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[name] = true
+	}
+	return names
+}
+
+// typeProblem words a value of the wrong type; an integer field given
+// 1e3, 1.5 or a number beyond 64 bits is told so, not "must be a number".
+func typeProblem(typ *json.UnmarshalTypeError) string {
+	k := typ.Type.Kind().String()
+	if (strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint")) && strings.HasPrefix(typ.Value, "number") {
+		return "must be an integer written without a fraction or exponent, within range"
+	}
+	if strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint") {
+		return "must be an integer"
+	}
+	return "must be " + jsonKind(k)
 }
 
 func jsonKind(k string) string {

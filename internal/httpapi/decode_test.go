@@ -1,12 +1,15 @@
 package httpapi
 
 import (
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill-lab/shop/internal/order"
 )
 
 // decodeTestBody stands for a route's request body.
@@ -141,5 +144,55 @@ func TestDecodeProblemIsWrittenAsProblemJSON(t *testing.T) {
 	}
 	if b := w.Body.String(); !strings.Contains(b, `"code":"invalid_request"`) || !strings.Contains(b, `"errors":{"quantity":`) {
 		t.Errorf("body %s", b)
+	}
+}
+
+// TestDecodeStrictKeys: field names match exactly and no key repeats
+// (encoding/json alone matches case-insensitively and keeps the last of two).
+func TestDecodeStrictKeys(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, body, field string }{
+		{"case variant", `{"QUANTITY": 5}`, "QUANTITY"},
+		{"case variant beside the real one", `{"quantity": 1, "QUANTITY": 5}`, "QUANTITY"},
+		{"capitalised", `{"Quantity": 5}`, "Quantity"},
+		{"duplicate", `{"quantity": 1, "quantity": 5}`, "quantity"},
+		{"duplicate in a nested object", `{"quantity": 1, "note": {"a": 1, "a": 2}}`, "a"},
+		{"exponent", `{"quantity": 1e3}`, "quantity"},
+		{"beyond 64 bits", `{"product_id": 99999999999999999999, "quantity": 1}`, "product_id"},
+		{"null body", `null`, "body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var v decodeTestBody
+			p := problemFor(decode(decodeCtx("application/json", tt.body), &v, false))
+			if p.Code != "invalid_request" || p.Errors[tt.field] == "" {
+				t.Fatalf("decode(%s) = %s %v, want invalid_request naming %q", tt.body, p.Code, p.Errors, tt.field)
+			}
+			if strings.Contains(tt.name, "exponent") || strings.Contains(tt.name, "64 bits") {
+				if msg := p.Errors[tt.field]; !strings.Contains(msg, "integer") {
+					t.Errorf("message %q does not say an integer is wanted", msg)
+				}
+			}
+		})
+	}
+	// A seckill body of null is not "empty or {}".
+	var empty struct{}
+	if p := problemFor(decode(decodeCtx("application/json", "null"), &empty, true)); p.Code != "invalid_request" {
+		t.Errorf("seckill body null: %s, want invalid_request", p.Code)
+	}
+}
+
+func TestOrderNoPatternMatchesOrderNumbers(t *testing.T) {
+	t.Parallel()
+	for _, no := range []string{order.SeckillNo(1, 1), order.RegularNo(42, "key:k"), "SX" + rand.Text()} {
+		if !orderNoPattern.MatchString(no) {
+			t.Errorf("order number %q does not match %s", no, orderNoPattern)
+		}
+	}
+	for _, no := range []string{"", "S", "s" + order.SeckillNo(1, 1)[1:], order.SeckillNo(1, 1) + "/x", strings.Repeat("A", 1000)} {
+		if orderNoPattern.MatchString(no) {
+			t.Errorf("%q matches the order number pattern", no)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -33,12 +34,18 @@ type api struct {
 	cursors   cursors
 	noIdem    bool
 	demoLogin bool
+	limits    Limits
 }
+
+// canonicalID is the only spelling of an id in a path: no sign, no leading
+// zero, decimal digits only, so /products/01 and /products/%2B1 name nothing.
+var canonicalID = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
 
 // pathID reads a positive id path parameter; anything else names nothing (404).
 func pathID(c *gin.Context, name string) (int64, error) {
-	id, err := strconv.ParseInt(c.Param(name), 10, 64)
-	if err != nil || id <= 0 || id >= maxID {
+	v := c.Param(name)
+	id, err := strconv.ParseInt(v, 10, 64)
+	if !canonicalID.MatchString(v) || err != nil || id <= 0 || id >= maxID {
 		return 0, newError("not_found", "no such "+strings.TrimSuffix(name, "_id"))
 	}
 	return id, nil
@@ -75,6 +82,9 @@ func (r tokenRequest) validate() map[string]string {
 func (a *api) issueToken(c *gin.Context) {
 	if !a.demoLogin {
 		writeError(c, newError("not_found", "demo login is off (SHOP_DEMO_LOGIN=false)"))
+		return
+	}
+	if !a.allow(c, "login", a.limits.Login, c.ClientIP()) {
 		return
 	}
 	var req tokenRequest
@@ -132,7 +142,7 @@ func (a *api) createProduct(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
+	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
 		ref := ""
 		if ir.key != "" {
 			ref = idem.OrderNo("P", who(c).String(), ir.key)
@@ -226,7 +236,7 @@ func (a *api) restock(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
+	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
 		ref := idem.OrderNo("K", who(c).String(), strconv.FormatInt(id, 10), ir.key)
 		p, replayed, err := a.products.Restock(ctx, id, *req.Quantity, ref, hash)
 		if err != nil {
@@ -255,7 +265,19 @@ func (a *api) seckill(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	o, created, err := a.orders.Seckill(c.Request.Context(), who(c).UserID, id)
+	ctx, uid := c.Request.Context(), who(c).UserID
+	// A product this instance knows is sold out is answered by the fast
+	// path (sold_out, or the buyer's order): cheap, so not rate limited.
+	if !a.orders.SoldOutKnown(ctx, id) {
+		if !a.allow(c, "orders", a.limits.Orders, userSubject(c)) {
+			return
+		}
+		if err := a.checkUnpaid(ctx, uid, 1, order.SeckillNo(uid, id)); err != nil {
+			writeError(c, err)
+			return
+		}
+	}
+	o, created, err := a.orders.Seckill(ctx, uid, id)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -290,6 +312,9 @@ func (r regularOrderRequest) validate() map[string]string {
 }
 
 func (a *api) createOrder(c *gin.Context) {
+	if !a.allow(c, "orders", a.limits.Orders, userSubject(c)) {
+		return
+	}
 	ir, err := readIdemHeaders(c, idemMode{required: true, formToken: "order"})
 	if err != nil {
 		writeError(c, err)
@@ -300,8 +325,12 @@ func (a *api) createOrder(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
-		o, created, err := a.orders.Regular(ctx, who(c).UserID, *req.ProductID, *req.Quantity, ir.business(), hash)
+	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
+		uid := who(c).UserID
+		if err := a.checkUnpaid(ctx, uid, *req.Quantity, order.RegularNo(uid, ir.business())); err != nil {
+			return response{}, err
+		}
+		o, created, err := a.orders.Regular(ctx, uid, *req.ProductID, *req.Quantity, ir.business(), hash)
 		if err != nil {
 			if errors.Is(err, inventory.ErrSoldOut) {
 				err = inventory.ErrInsufficientStock // this route never answers sold_out
@@ -348,7 +377,12 @@ func (a *api) listOrders(c *gin.Context) {
 }
 
 func (a *api) getOrder(c *gin.Context) {
-	o, err := a.orders.Get(c.Request.Context(), who(c).UserID, c.Param("order_no"))
+	no, err := pathOrderNo(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	o, err := a.orders.Get(c.Request.Context(), who(c).UserID, no)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -357,12 +391,17 @@ func (a *api) getOrder(c *gin.Context) {
 }
 
 func (a *api) cancelOrder(c *gin.Context) {
+	no, err := pathOrderNo(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
 	var req struct{}
 	if err := decode(c, &req, true); err != nil {
 		writeError(c, err)
 		return
 	}
-	o, err := a.orders.Cancel(c.Request.Context(), who(c).UserID, c.Param("order_no"))
+	o, err := a.orders.Cancel(c.Request.Context(), who(c).UserID, no)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -371,12 +410,15 @@ func (a *api) cancelOrder(c *gin.Context) {
 }
 
 func (a *api) issueFormToken(c *gin.Context) {
+	if !a.allow(c, "form-tokens", a.limits.FormToken, userSubject(c)) {
+		return
+	}
 	var req struct{}
 	if err := decode(c, &req, true); err != nil {
 		writeError(c, err)
 		return
 	}
-	tok, exp, err := a.tokens.Issue(c.Request.Context(), who(c).String(), "order")
+	tok, exp, err := a.tokens.Issue(c.Request.Context(), who(c).String(), orderFormPurpose)
 	if err != nil {
 		writeError(c, err)
 		return

@@ -43,18 +43,19 @@ func render(c *gin.Context, r response, err error) (response, bool) {
 	if err == nil {
 		return r, r.status >= 200 && r.status < 300
 	}
-	p := problemFor(err)
-	p.Instance = c.Request.URL.Path
-	if p.Status >= 500 && p.Code != "busy" {
-		logger(c).Error("request failed", "err", err)
-	}
+	p := problemOf(c, err)
+	logFailure(c, p, err)
 	b := mustJSON(p)
 	h := map[string]string{"Content-Type": "application/problem+json"}
-	if p.Code == "busy" {
-		h["Retry-After"] = "1"
+	if ra := retryAfter[p.Code]; ra != "" {
+		h["Retry-After"] = ra
 	}
 	return response{status: p.Status, header: h, body: b}, storedCodes[p.Code]
 }
+
+// orderFormPurpose is the purpose of the form tokens that regular orders
+// accept: a token is issued for one purpose and consumed only for it.
+const orderFormPurpose = "order"
 
 // idemMode says what a route accepts.
 type idemMode struct {
@@ -67,6 +68,7 @@ type idemMode struct {
 type idemRequest struct {
 	key       string // the client's Idempotency-Key, "" when none
 	formToken string // X-Form-Token, "" when none
+	purpose   string // what the form token must have been issued for
 }
 
 // business is the key the order number derives from.
@@ -87,7 +89,7 @@ func readIdemHeaders(c *gin.Context, m idemMode) (idemRequest, error) {
 		if len(rawTok) != 1 || rawTok[0] == "" {
 			return idemRequest{}, invalid(map[string]string{"X-Form-Token": "send exactly one non-empty form token"})
 		}
-		return idemRequest{formToken: rawTok[0]}, nil
+		return idemRequest{formToken: rawTok[0], purpose: m.formToken}, nil
 	}
 	if !hasKey {
 		if m.required {
@@ -107,14 +109,22 @@ func readIdemHeaders(c *gin.Context, m idemMode) (idemRequest, error) {
 
 // idempotently runs work at most once per (principal, method, path, key):
 // claim, then replay, 409, 422, or run and record. Form tokens are consumed
-// at the claim step and put back on 503 busy or 5xx.
-func (a *api) idempotently(c *gin.Context, ir idemRequest, work func(ctx context.Context, fp string) (response, error)) {
+// at the claim step and put back on 503 busy or 5xx. req is the decoded
+// request.
+//
+// When Redis cannot answer the claim, work runs unclaimed: every route
+// here keeps its own record in the database (order number, payment request
+// id, restock and credit references) under a unique index, so a retry is
+// still answered from there and a new request meets the outage itself.
+func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ctx context.Context, fp string) (response, error)) {
 	ctx := c.Request.Context()
-	// The fingerprint of the (already validated) request: compared by the
-	// Redis claim, and stored with the rows the database replays from.
-	fp, err := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, body(c))
+	// The fingerprint of the decoded request, not of its bytes: decoding
+	// is strict (exact field names, no duplicates), so two bodies that
+	// mean the same compare equal and two that differ never do. Compared
+	// by the Redis claim, and stored with the rows the database replays from.
+	fp, err := idem.Fingerprint(c.Request.Method, c.Request.URL.Path, mustJSON(req))
 	if err != nil {
-		writeError(c, newError("invalid_json", "the body is not valid JSON"))
+		writeError(c, err)
 		return
 	}
 	run := func() (response, bool) {
@@ -126,7 +136,7 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, work func(ctx context
 		r, _ := run()
 		r.write(c, false)
 	case ir.formToken != "":
-		consumed, err := a.tokens.Consume(ctx, who(c).String(), "order", ir.formToken)
+		consumed, err := a.tokens.Consume(ctx, who(c).String(), ir.purpose, ir.formToken)
 		if err != nil {
 			writeError(c, err)
 			return
@@ -144,6 +154,11 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, work func(ctx context
 		scope := idem.Scope(who(c).String(), c.Request.Method, c.Request.URL.Path, ir.key)
 		claim, rec, err := a.idem.Claim(ctx, scope, fp)
 		switch {
+		case err != nil && unavailable(err):
+			logger(c).Warn("idempotency claim not made: Redis did not answer; the database record decides", "err", err)
+			r, _ := run()
+			r.write(c, false)
+			return
 		case err != nil:
 			writeError(c, err)
 			return

@@ -81,8 +81,9 @@ func accessLog(m *httpMetrics) gin.HandlerFunc {
 		}
 		status := c.Writer.Status()
 		elapsed := time.Since(start)
-		m.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(status)).Inc()
-		m.latency.WithLabelValues(c.Request.Method, route).Observe(elapsed.Seconds())
+		method := methodLabel(c.Request.Method)
+		m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+		m.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
 		level := slog.LevelInfo
 		switch {
 		case route == "/healthz" || route == "/readyz" || route == "/metrics":
@@ -96,7 +97,7 @@ func accessLog(m *httpMetrics) gin.HandlerFunc {
 			level = slog.LevelDebug
 		}
 		logger(c).Log(c.Request.Context(), level, "http",
-			"method", c.Request.Method, "path", c.Request.URL.Path, "route", route,
+			"method", truncate(c.Request.Method, 16), "path", truncate(c.Request.URL.Path, 256), "route", route,
 			"status", status, "bytes", c.Writer.Size(), "duration_ms", float64(elapsed.Microseconds())/1000)
 	}
 }

@@ -60,7 +60,7 @@ func (a *api) creditWallet(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
+	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
 		w, replayed, err := a.payments.Credit(ctx, id, *req.AmountCents, payment.CreditRef(who(c).String(), id, ir.key), hash)
 		if err != nil {
 			return response{}, err
@@ -74,6 +74,14 @@ func (a *api) creditWallet(c *gin.Context) {
 }
 
 func (a *api) payOrder(c *gin.Context) {
+	no, err := pathOrderNo(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if !a.allow(c, "pay", a.limits.Pay, userSubject(c)) {
+		return
+	}
 	ir, err := readIdemHeaders(c, idemMode{required: true})
 	if err != nil {
 		writeError(c, err)
@@ -84,8 +92,8 @@ func (a *api) payOrder(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	a.idempotently(c, ir, func(ctx context.Context, hash string) (response, error) {
-		res, err := a.payments.Pay(ctx, payment.PayRequest{UserID: who(c).UserID, OrderNo: c.Param("order_no"), Key: ir.key, RequestHash: hash})
+	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
+		res, err := a.payments.Pay(ctx, payment.PayRequest{UserID: who(c).UserID, OrderNo: no, Key: ir.key, RequestHash: hash})
 		if err != nil {
 			return response{}, err
 		}

@@ -1,13 +1,21 @@
 package httpapi
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/shop/internal/audit"
 	"github.com/seckill-lab/shop/internal/idem"
@@ -55,6 +63,9 @@ var codes = map[string]codeInfo{
 	"idempotency_key_reused":  {http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request"},
 	"internal":                {http.StatusInternalServerError, "Internal server error"},
 	"busy":                    {http.StatusServiceUnavailable, "System busy, retry later"},
+	"unavailable":             {http.StatusServiceUnavailable, "Dependency unavailable, retry later"},
+	"rate_limited":            {http.StatusTooManyRequests, "Too many requests"},
+	"unpaid_limit":            {http.StatusConflict, "Too many unpaid units"},
 	"not_ready":               {http.StatusServiceUnavailable, "Not ready"},
 }
 
@@ -99,6 +110,30 @@ var errorTable = []struct {
 	{payment.ErrAlreadyPaid, "already_paid"},
 	{payment.ErrBusy, "busy"},
 	{payment.ErrRequestMismatch, "idempotency_key_reused"},
+	{order.ErrUnpaidLimit, "unpaid_limit"},
+}
+
+// retryAfter is the Retry-After of each 503: busy is a contended lock (one
+// second is enough), unavailable a dependency that is down or restarting.
+var retryAfter = map[string]string{"busy": "1", "unavailable": "2"}
+
+// unavailable reports whether err is a dependency that cannot answer: a
+// Redis or database connection refused, reset, closed or timed out, or a
+// pool with no free connection. Such a request changed nothing (or its
+// transaction rolled back), so the client may retry it: 503, never 500.
+func unavailable(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
+		errors.Is(err, lockx.ErrClosed),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	return false
 }
 
 // problemFor decides the problem for err: an apiError, a mapped domain error,
@@ -112,26 +147,53 @@ func problemFor(err error) Problem {
 	} else {
 		for _, row := range errorTable {
 			if errors.Is(err, row.err) {
-				code, detail = row.code, err.Error()
+				code, detail = row.code, row.err.Error()
 				break
 			}
+		}
+		if code == "internal" && unavailable(err) {
+			code, detail = "unavailable", "a dependency (database or Redis) did not answer; nothing was changed, retry later"
 		}
 	}
 	info := codes[code]
 	return Problem{Type: "urn:shop:problem:" + code, Title: info.title, Status: info.status, Detail: detail, Code: code, Errors: fields}
 }
 
+// problemOf is problemFor in a request: its path is the instance, and an
+// error that only says the client went away (its context was cancelled)
+// is not a failure of ours.
+func problemOf(c *gin.Context, err error) Problem {
+	p := problemFor(err)
+	if p.Code == "internal" && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		p = problemFor(newError("unavailable", "the request was cancelled before it finished"))
+	}
+	p.Instance = c.Request.URL.Path
+	return p
+}
+
 // writeError is the only way handlers answer with an error.
 func writeError(c *gin.Context, err error) {
-	p := problemFor(err)
-	p.Instance = c.Request.URL.Path
-	if p.Status >= 500 && p.Code != "busy" && p.Code != "not_ready" {
-		logger(c).Error("request failed", "err", err)
-	}
-	if p.Code == "busy" {
-		c.Header("Retry-After", "1")
+	p := problemOf(c, err)
+	logFailure(c, p, err)
+	if ra := retryAfter[p.Code]; ra != "" {
+		c.Header("Retry-After", ra)
 	}
 	writeProblem(c, p)
+}
+
+// logFailure logs a 5xx: an unexpected error at ERROR, a dependency that did
+// not answer at WARN; busy and not_ready are expected answers, not logged.
+func logFailure(c *gin.Context, p Problem, err error) {
+	switch p.Code {
+	case "internal":
+		logger(c).Error("request failed", "err", err)
+	case "unavailable":
+		if errors.Is(c.Request.Context().Err(), context.Canceled) {
+			logger(c).Info("request ended before it finished (client gone or request timeout)", "err", err)
+			return
+		}
+		logger(c).Warn("dependency unavailable", "err", err)
+	}
 }
 
 func writeProblem(c *gin.Context, p Problem) {

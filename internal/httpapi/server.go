@@ -60,6 +60,10 @@ type Deps struct {
 	SelfURL func() string
 	// Background ends when the instance stops; lab races run under it.
 	Background context.Context
+
+	// Limits are the rate limits, the unpaid-units cap and the request
+	// timeout (README "Limits and abuse").
+	Limits Limits
 }
 
 // New builds the router with every route of the API.
@@ -71,15 +75,24 @@ func New(d Deps) http.Handler {
 	r.RedirectFixedPath = false
 	r.ContextWithFallback = true
 	m := newHTTPMetrics(d.Registry)
-	r.Use(requestID(d.Log), accessLog(m), recovery(), readBody())
-	r.NoRoute(func(c *gin.Context) { writeError(c, newError("not_found", "no route "+c.Request.URL.Path)) })
+	// Trust no proxy unless told: X-Forwarded-For from anyone else must not
+	// choose the client address a rate limit counts.
+	if err := r.SetTrustedProxies(d.Limits.TrustedProxies); err != nil {
+		d.Log.Error("SHOP_TRUSTED_PROXIES: trusting no proxy", "err", err)
+		_ = r.SetTrustedProxies(nil)
+	}
+	r.Use(requestID(d.Log), noSniff, accessLog(m), recovery(), ambiguousLength(), requestTimeout(d.Limits.RequestTimeout), readBody())
+	r.NoRoute(func(c *gin.Context) {
+		writeError(c, newError("not_found", "no route "+truncate(c.Request.URL.Path, 256)))
+	})
 	r.NoMethod(func(c *gin.Context) {
-		writeError(c, newError("method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path))
+		writeError(c, newError("method_not_allowed", truncate(c.Request.Method, 16)+" is not allowed on "+truncate(c.Request.URL.Path, 256)))
 	})
 	a := &api{
 		auth:     &authn{secret: []byte(d.AuthSecret), admin: []byte(d.AdminToken), ttl: d.TokenTTL},
 		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit,
 		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
+		limits: d.Limits,
 	}
 	routes(r, d, a, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
 	return r

@@ -22,11 +22,18 @@ type Redis struct {
 // list (Cluster, or Sentinel when master is set). Empty starts an in-process
 // Redis listening on embeddedAddr so other local processes can share it.
 func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
+	// A Redis that is down must cost a request milliseconds, not seconds:
+	// go-redis would otherwise dial 5 times per attempt and retry each
+	// command 3 times (about 2 s per call, several calls per request) before
+	// the request can answer 503. One retry still rides out a dropped
+	// connection.
 	timeouts := func(o *redis.UniversalOptions) {
 		o.DialTimeout = time.Second
 		o.ReadTimeout = time.Second
 		o.WriteTimeout = time.Second
 		o.PoolSize = 64
+		o.MaxRetries = 1
+		o.DialerRetries = 1
 	}
 	switch {
 	case rawURL == "":
@@ -57,7 +64,10 @@ func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
 		if err != nil {
 			return nil, fmt.Errorf("SHOP_REDIS_URL: %w", err)
 		}
-		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolSize = time.Second, time.Second, time.Second, 64
+		uo := &redis.UniversalOptions{}
+		timeouts(uo)
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolSize = uo.DialTimeout, uo.ReadTimeout, uo.WriteTimeout, uo.PoolSize
+		opt.MaxRetries, opt.DialerRetries = uo.MaxRetries, uo.DialerRetries
 		return &Redis{UniversalClient: redis.NewClient(opt), Desc: redactURL(rawURL)}, nil
 	}
 }

@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync/atomic"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/net/netutil"
+)
+
+// Listener wraps ln for serving: at most maxConns connections are open at
+// once (more wait in the listen backlog), and every connection is watched
+// for a request head carrying both Content-Length and Transfer-Encoding.
+// Go's server drops the Content-Length of such a request before a handler
+// can see it; RFC 9112 calls the pair a smuggling attempt to be treated as
+// an error, so the handler refuses it (see ambiguousLength).
+func Listener(ln net.Listener, maxConns int) net.Listener {
+	if maxConns > 0 {
+		ln = netutil.LimitListener(ln, maxConns)
+	}
+	return sniffListener{ln}
+}
+
+// ConnContext is the http.Server hook that lets handlers find their
+// connection's watcher.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if sc, ok := c.(*sniffConn); ok {
+		return context.WithValue(ctx, sniffKey{}, sc)
+	}
+	return ctx
+}
+
+type sniffKey struct{}
+
+type sniffListener struct{ net.Listener }
+
+func (l sniffListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: c}, nil
+}
+
+// sniffConn scans the bytes the server reads, line by line, keeping only
+// the start and the end of the current line (bounded memory). A request
+// line opens a head; an empty line closes it.
+type sniffConn struct {
+	net.Conn
+	ambiguous atomic.Bool
+
+	start   []byte // first bytes of the current line
+	end     []byte // last bytes of the current line
+	inHead  bool
+	sawCL   bool
+	sawTE   bool
+	lineLen int
+}
+
+const sniffKeep = 24
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	for _, b := range p[:n] {
+		if b == '\n' {
+			c.line()
+			c.start, c.end, c.lineLen = c.start[:0], c.end[:0], 0
+			continue
+		}
+		c.lineLen++
+		if len(c.start) < sniffKeep {
+			c.start = append(c.start, b)
+		}
+		if len(c.end) == sniffKeep {
+			copy(c.end, c.end[1:])
+			c.end = c.end[:sniffKeep-1]
+		}
+		c.end = append(c.end, b)
+	}
+	return n, err
+}
+
+var (
+	http10 = []byte(" HTTP/1.0")
+	http11 = []byte(" HTTP/1.1")
+	hdrCL  = []byte("content-length:")
+	hdrTE  = []byte("transfer-encoding:")
+)
+
+func (c *sniffConn) line() {
+	end := bytes.TrimSuffix(c.end, []byte("\r"))
+	if !c.inHead {
+		if bytes.HasSuffix(end, http11) || bytes.HasSuffix(end, http10) {
+			c.inHead, c.sawCL, c.sawTE = true, false, false
+		}
+		return
+	}
+	if c.lineLen <= 1 && len(end) == 0 { // the empty line ends the head
+		c.inHead = false
+		if c.sawCL && c.sawTE {
+			c.ambiguous.Store(true)
+		}
+		return
+	}
+	start := bytes.ToLower(c.start)
+	c.sawCL = c.sawCL || bytes.HasPrefix(start, hdrCL)
+	c.sawTE = c.sawTE || bytes.HasPrefix(start, hdrTE)
+}
+
+// ambiguousLength answers 400 to a request whose head had both
+// Content-Length and Transfer-Encoding, and closes the connection: what
+// follows on it cannot be framed with confidence.
+func ambiguousLength() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if sc, ok := c.Request.Context().Value(sniffKey{}).(*sniffConn); ok && sc.ambiguous.Load() {
+			c.Header("Connection", "close")
+			writeError(c, newError("invalid_request", "a request must not carry both Content-Length and Transfer-Encoding"))
+			return
+		}
+		c.Next()
+	}
+}
