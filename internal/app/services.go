@@ -38,7 +38,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	}, inventory.NewMetrics(reg), log)
 	markers := idem.NewMarkers(rdb, c.RedisPrefix+"done:", c.IdemRetention)
 	orders := order.New(db.DB, products, markers, order.Config{
-		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, SoldOutRecheck: c.SoldOutCache, NoIdempotency: c.LabNoIdempotency,
+		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, SoldOutRecheck: c.SoldOutCache, UnpaidLimit: c.UnpaidUnits, NoIdempotency: c.LabNoIdempotency,
 	}, order.NewMetrics(reg), log)
 	payments := payment.New(db.DB, locks, payment.Config{LockTTL: c.LockTTL, LockWait: c.LockWait, SlowPayment: c.LabSlowPayment},
 		payment.NewMetrics(reg), log)

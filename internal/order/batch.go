@@ -167,6 +167,10 @@ func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, productID, fence in
 		wants = append(wants, inventory.Want{OrderNo: r.o.OrderNo, Quantity: r.o.Quantity})
 		asked = append(asked, i)
 	}
+	wants, asked, err := s.capUnpaid(tx, batch, wants, asked, res)
+	if err != nil {
+		return inventory.Product{}, err
+	}
 	var taken inventory.Taken
 	if len(wants) > 0 {
 		var err error
@@ -183,6 +187,45 @@ func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, productID, fence in
 		}
 	}
 	return taken.Product, nil
+}
+
+// capUnpaid refuses (ErrUnpaidLimit) the wants that would take their
+// user's units in pending orders above Config.UnpaidLimit, counting earlier
+// wants of the same batch; one grouped read for the whole batch. It is exact
+// for this product (the batch holds its lock) and soft across products:
+// simultaneous orders of one user for different products may each pass and
+// end a few units above the cap (the per-user rate limit slows that down).
+func (s *Service) capUnpaid(tx *gorm.DB, batch []*request, wants []inventory.Want, asked []int, res []result) ([]inventory.Want, []int, error) {
+	if s.cfg.UnpaidLimit <= 0 || len(wants) == 0 {
+		return wants, asked, nil
+	}
+	users := make([]int64, 0, len(asked))
+	for _, i := range asked {
+		users = append(users, batch[i].o.UserID)
+	}
+	var rows []struct {
+		UserID int64
+		Held   int64
+	}
+	if err := tx.Model(&Order{}).Select("user_id, COALESCE(SUM(quantity), 0) AS held").
+		Where("user_id IN ? AND status = ?", users, StatusPending).Group("user_id").Scan(&rows).Error; err != nil {
+		return nil, nil, err
+	}
+	held := make(map[int64]int64, len(rows))
+	for _, r := range rows {
+		held[r.UserID] = r.Held
+	}
+	keptWants, keptAsked := wants[:0:0], asked[:0:0]
+	for k, i := range asked {
+		u := batch[i].o.UserID
+		if held[u]+wants[k].Quantity > s.cfg.UnpaidLimit {
+			res[i] = result{err: ErrUnpaidLimit}
+			continue
+		}
+		held[u] += wants[k].Quantity
+		keptWants, keptAsked = append(keptWants, wants[k]), append(keptAsked, i)
+	}
+	return keptWants, keptAsked, nil
 }
 
 // insert writes the served wants' orders in one INSERT and fills their

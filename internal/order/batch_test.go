@@ -222,3 +222,27 @@ func TestBatchesUnderLabPauseNeverOversell(t *testing.T) {
 		t.Errorf("orders %d (created answers %d), stock %d, ledger %d: want orders = answers, orders + stock = 5, ledger = stock", orders, created.Load(), stock, ledger)
 	}
 }
+
+// The unpaid-units cap counts what the user already holds and the earlier
+// wants of the same batch.
+func TestBatchUnpaidCap(t *testing.T) {
+	t.Parallel()
+	f := newBatchFixture(t)
+	s := f.service(t, inventory.Config{})
+	s.cfg.UnpaidLimit = 3
+	id := f.product(t, s, 100)
+	first := []*request{regularReq(1, id, 1, "a")}
+	s.runBatch(id, first)
+	if r := answers(first)[0]; !r.created {
+		t.Fatalf("first order: %+v", r)
+	}
+	batch := []*request{regularReq(1, id, 2, "b"), regularReq(1, id, 1, "c"), regularReq(2, id, 3, "d"), regularReq(1, id, 1, "a")}
+	s.runBatch(id, batch)
+	got := answers(batch)
+	if !got[0].created || !errors.Is(got[1].err, ErrUnpaidLimit) || !got[2].created {
+		t.Errorf("answers %+v; want created, ErrUnpaidLimit, created", got[:3])
+	}
+	if got[3].err != nil || got[3].created {
+		t.Errorf("a repeat of an order the user holds: %+v; want its replay, never the cap", got[3])
+	}
+}

@@ -74,6 +74,9 @@ type Config struct {
 	// SoldOutRecheck is how long the sold-out book is trusted before one
 	// request re-reads the product row.
 	SoldOutRecheck time.Duration
+	// UnpaidLimit caps the units one user may hold in pending orders
+	// (ErrUnpaidLimit beyond it); 0: no cap.
+	UnpaidLimit int64
 	// NoIdempotency is a LAB switch: random order numbers, no marker, so
 	// retries create duplicates the audit must catch.
 	NoIdempotency bool
