@@ -22,13 +22,15 @@ const MaxBody = 65536
 
 const (
 	ctxLogger = "shop.logger"
+	ctxQuiet  = "shop.quiet" // set: the access log writes at debug
 	ctxBody   = "shop.body"
 )
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // requestID takes a sane X-Request-ID from the client or makes one, echoes it
-// and puts a logger carrying it into the context.
+// and keeps it for the request's logger, which is built only when something
+// is logged (most requests of a sale log nothing at info).
 func requestID(base *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id := c.GetHeader("X-Request-ID")
@@ -38,16 +40,38 @@ func requestID(base *slog.Logger) gin.HandlerFunc {
 			id = hex.EncodeToString(b[:])
 		}
 		c.Header("X-Request-ID", id)
-		c.Set(ctxLogger, base.With("request_id", id))
+		c.Set(ctxLogger, &requestLog{base: base, id: id})
 		c.Next()
 	}
 }
 
+// requestLog is a request's logger, made on first use.
+type requestLog struct {
+	base *slog.Logger
+	id   string
+	l    *slog.Logger
+}
+
+func (r *requestLog) logger() *slog.Logger {
+	if r.l == nil {
+		r.l = r.base.With("request_id", r.id)
+	}
+	return r.l
+}
+
 func logger(c *gin.Context) *slog.Logger {
 	if l, ok := c.Get(ctxLogger); ok {
-		return l.(*slog.Logger)
+		return l.(*requestLog).logger()
 	}
 	return slog.Default()
+}
+
+// logEnabled reports whether the request's logger would write at level.
+func logEnabled(c *gin.Context, level slog.Level) bool {
+	if l, ok := c.Get(ctxLogger); ok {
+		return l.(*requestLog).base.Enabled(c.Request.Context(), level)
+	}
+	return slog.Default().Enabled(c.Request.Context(), level)
 }
 
 type httpMetrics struct {
@@ -95,6 +119,12 @@ func accessLog(m *httpMetrics) gin.HandlerFunc {
 			// (products every second, a race every few hundred ms), would
 			// bury everything else at info.
 			level = slog.LevelDebug
+		}
+		if c.GetBool(ctxQuiet) {
+			level = slog.LevelDebug
+		}
+		if !logEnabled(c, level) {
+			return
 		}
 		logger(c).Log(c.Request.Context(), level, "http",
 			"method", truncate(c.Request.Method, 16), "path", truncate(c.Request.URL.Path, 256), "route", route,

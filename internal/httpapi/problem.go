@@ -197,6 +197,11 @@ func logFailure(c *gin.Context, p Problem, err error) {
 }
 
 func writeProblem(c *gin.Context, p Problem) {
+	if p.Code == "sold_out" {
+		// The answer most buyers of a sale get: the access log keeps it
+		// at debug, or it would bury everything else.
+		c.Set(ctxQuiet, true)
+	}
 	b := mustJSON(p)
 	c.Header("Content-Type", "application/problem+json")
 	c.Header("Content-Length", strconv.Itoa(len(b)))
