@@ -42,7 +42,6 @@ func limitsOf(c platform.Config, rdb *platform.Redis) httpapi.Limits {
 		Pay:            limitOf(c.RatePay),
 		FormToken:      limitOf(c.RateFormTokens),
 		Login:          limitOf(c.RateLogin),
-		UnpaidUnits:    c.UnpaidUnits,
 		RequestTimeout: c.RequestTimeout,
 		TrustedProxies: c.TrustedProxies,
 	}

@@ -272,10 +272,6 @@ func (a *api) seckill(c *gin.Context) {
 		if !a.allow(c, "orders", a.limits.Orders, userSubject(c)) {
 			return
 		}
-		if err := a.checkUnpaid(ctx, uid, 1, order.SeckillNo(uid, id)); err != nil {
-			writeError(c, err)
-			return
-		}
 	}
 	o, created, err := a.orders.Seckill(ctx, uid, id)
 	if err != nil {
@@ -326,11 +322,7 @@ func (a *api) createOrder(c *gin.Context) {
 		return
 	}
 	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
-		uid := who(c).UserID
-		if err := a.checkUnpaid(ctx, uid, *req.Quantity, order.RegularNo(uid, ir.business())); err != nil {
-			return response{}, err
-		}
-		o, created, err := a.orders.Regular(ctx, uid, *req.ProductID, *req.Quantity, ir.business(), hash)
+		o, created, err := a.orders.Regular(ctx, who(c).UserID, *req.ProductID, *req.Quantity, ir.business(), hash)
 		if err != nil {
 			if errors.Is(err, inventory.ErrSoldOut) {
 				err = inventory.ErrInsufficientStock // this route never answers sold_out

@@ -13,7 +13,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 )
 
-// Limits are the abuse limits of README's "Limits and abuse". A zero
+// Limits are the HTTP layer's abuse limits of README's "Limits and abuse"
+// (the unpaid-units cap is the order package's). A zero
 // redis_rate.Limit turns that limit off; a nil Limiter turns all rate limits
 // off.
 type Limits struct {
@@ -25,8 +26,6 @@ type Limits struct {
 	Pay       redis_rate.Limit // per user: payments
 	FormToken redis_rate.Limit // per user: form tokens
 	Login     redis_rate.Limit // per client address: demo login
-	// UnpaidUnits caps the units one user holds in pending orders (0: none).
-	UnpaidUnits int64
 	// RequestTimeout bounds a handler's time; its context ends then (0: none).
 	RequestTimeout time.Duration
 	// TrustedProxies may name the client in X-Forwarded-For; none by default,
@@ -69,12 +68,6 @@ func ceilSeconds(d time.Duration) string {
 
 // userSubject is the rate-limit subject of the calling user.
 func userSubject(c *gin.Context) string { return strconv.FormatInt(who(c).UserID, 10) }
-
-// checkUnpaid refuses an order that would take the user's unpaid units above
-// the cap (409 unpaid_limit); a repeat of an existing order passes.
-func (a *api) checkUnpaid(ctx context.Context, userID, quantity int64, orderNo string) error {
-	return a.orders.CheckUnpaid(ctx, userID, quantity, a.limits.UnpaidUnits, orderNo)
-}
 
 // orderNoPattern is what an order number can be: a kind letter and 26 to 33
 // base32 characters (order.SeckillNo, order.RegularNo, the lab's random

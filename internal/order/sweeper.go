@@ -3,36 +3,56 @@ package order
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/inventory"
 )
 
-// Sweep cancels up to batch pending orders older than timeout and returns
-// how many this call cancelled. Every instance may sweep at once: each order
-// is claimed by its guarded update, so it is cancelled, and its stock
-// returned, exactly once.
+// Sweep cancels up to batch pending orders older than timeout, oldest
+// first, and returns how many this call cancelled. Every instance may sweep
+// at once: each order is claimed by its guarded update, so it is cancelled,
+// and its stock returned, exactly once.
+//
+// The product lock is tried once: buyers go first, and a product whose lock
+// is busy is left for a later round while the call goes on to the next
+// oldest orders of other products, so one hot product cannot stall the rest
+// (its orders are skipped, not retried, within the call).
 func (s *Service) Sweep(ctx context.Context, timeout time.Duration, batch int) (int, error) {
-	var due []Order
-	err := s.db.WithContext(ctx).Where("status = ? AND created_at < ?", StatusPending, Now().Add(-timeout)).
-		Order("created_at").Limit(batch).Find(&due).Error
-	if err != nil {
-		return 0, err
-	}
+	cutoff := Now().Add(-timeout)
+	var busy []int64
 	n := 0
-	for _, o := range due {
-		// Try the product lock once: buyers go first, a busy product is
-		// swept on a later round, and one hot product cannot stall the rest.
-		_, won, err := s.cancel(ctx, o, "timeout", true)
-		switch {
-		case err == nil:
-			if won {
-				n++
-			}
-		case errors.Is(err, ErrInvalidState): // paid meanwhile: the payment won
-		case errors.Is(err, inventory.ErrBusy): // next round
-		default:
+	// Every order a round reads leaves the pending set (cancelled, or paid
+	// meanwhile) or puts its product on the busy list, so rounds end; the
+	// bound is a guard.
+	for round := 0; n < batch && round <= batch; round++ {
+		q := s.db.WithContext(ctx).Where("status = ? AND created_at < ?", StatusPending, cutoff)
+		if len(busy) > 0 {
+			q = q.Where("product_id NOT IN ?", busy)
+		}
+		var due []Order
+		if err := q.Order("created_at").Limit(batch - n).Find(&due).Error; err != nil {
 			return n, err
+		}
+		if len(due) == 0 {
+			return n, nil
+		}
+		for _, o := range due {
+			if slices.Contains(busy, o.ProductID) {
+				continue
+			}
+			_, won, err := s.cancel(ctx, o, "timeout", true)
+			switch {
+			case err == nil:
+				if won {
+					n++
+				}
+			case errors.Is(err, ErrInvalidState): // paid meanwhile: the payment won
+			case errors.Is(err, inventory.ErrBusy):
+				busy = append(busy, o.ProductID)
+			default:
+				return n, err
+			}
 		}
 	}
 	return n, nil
