@@ -54,6 +54,7 @@ type options struct {
 	strategy       string
 	linear         loadgen.LinearOptions
 	noLinear       bool
+	bench          benchOptions
 }
 
 func main() {
@@ -92,6 +93,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.DurationVar(&o.linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
 	fs.IntVar(&o.linear.PictureOps, "linear-picture-ops", 1000, "draw a linearizable product's whole history when it has at most this many operations")
 	fs.DurationVar(&o.linear.PictureTimeout, "linear-picture-timeout", 2*time.Second, "bound of porcupine's search for one picture")
+	fs.DurationVar(&o.bench.phase, "bench-phase", 10*time.Second, "measured window of each phase of --scenario bench (the hot-product benchmark; not part of all)")
+	fs.DurationVar(&o.bench.warmup, "bench-warmup", time.Second, "load before each measured window of --scenario bench, not counted")
+	fs.IntVar(&o.bench.clients, "bench-clients", 64, "concurrent keep-alive clients of the bench's throughput phases")
+	fs.IntVar(&o.bench.rawWorkers, "bench-raw-workers", 16, "workers of the bench's raw database ceiling")
+	fs.IntVar(&o.bench.rssClients, "bench-rss-clients", 5000, "concurrent keep-alive clients of the bench's memory phase")
+	fs.DurationVar(&o.bench.rssDuration, "bench-rss-duration", 10*time.Second, "length of the bench's memory phase")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -109,6 +116,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		case s == "failover": // both parts; each starts its own Redis
 			o.scenarios = append(o.scenarios, failoverCluster, failoverSentinel)
 		case s == failoverCluster || s == failoverSentinel:
+			o.scenarios = append(o.scenarios, s)
+		case s == "bench":
+			if err := o.bench.validate(); err != nil {
+				return o, err
+			}
 			o.scenarios = append(o.scenarios, s)
 		default:
 			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover)", s)

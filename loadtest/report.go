@@ -88,6 +88,9 @@ func writeText(w io.Writer, r scenarioReport) {
 	if r.Compare != nil {
 		writeCompare(w, r.Compare)
 	}
+	if r.Bench != nil {
+		writeBench(w, r.Bench)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note:     %s\n", n)
 	}
@@ -234,6 +237,9 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 		}
 		if s.Error != "" {
 			fmt.Fprintf(&b, "<p class=bad>error: %s</p>", esc(s.Error))
+		}
+		if s.Bench != nil {
+			b.WriteString(benchHTML(s.Bench))
 		}
 		if s.Compare == nil && s.Summary.Requests > 0 {
 			x := s.Summary

@@ -30,6 +30,7 @@ type scenarioReport struct {
 	Metrics   map[string]float64 `json:"metrics,omitempty"`
 	Faults    []fault            `json:"faults,omitempty"`
 	Compare   []compareRow       `json:"compare,omitempty"`
+	Bench     *benchReport       `json:"bench,omitempty"`
 	Notes     []string           `json:"notes,omitempty"`
 	Pass      bool               `json:"pass"`
 	Error     string             `json:"error,omitempty"`
@@ -58,6 +59,8 @@ func (h *harness) run(ctx context.Context, name string) scenarioReport {
 		r = h.chaos(ctx)
 	case "compare":
 		r = h.compare(ctx)
+	case "bench":
+		r = h.bench(ctx)
 	}
 	r.Name, r.Started, r.Elapsed = name, start, time.Since(start)
 	r.ViaAPI = len(h.o.targets) > 0

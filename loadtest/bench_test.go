@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill-lab/shop/internal/testenv"
+)
+
+// The bench mints tokens itself; the shop must accept them exactly as it
+// accepts the demo login's (same checks as internal/httpapi's authn).
+func TestBenchTokensVerifyLikeTheShops(t *testing.T) {
+	u := &benchUsers{secret: []byte("bench-secret")}
+	m := u.minter()
+	for _, id := range []int64{1, 42, 9_999_999} {
+		h := m.bearer(id)
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			t.Fatalf("header %q lacks the Bearer scheme", h)
+		}
+		var claims jwt.RegisteredClaims
+		_, err := jwt.ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return u.secret, nil },
+			jwt.WithValidMethods([]string{"HS256"}), jwt.WithIssuer("shop"), jwt.WithExpirationRequired())
+		if err != nil {
+			t.Fatalf("user %d: the shop would refuse the token: %v", id, err)
+		}
+		if claims.Subject != strconv.FormatInt(id, 10) {
+			t.Fatalf("subject %q, want %d", claims.Subject, id)
+		}
+		var wrong jwt.RegisteredClaims
+		if _, err := jwt.ParseWithClaims(tok, &wrong, func(*jwt.Token) (any, error) { return []byte("other"), nil }); err == nil {
+			t.Fatal("a token verified under another secret")
+		}
+	}
+	hs := u.headers(5)
+	seen := map[string]bool{}
+	for _, h := range hs {
+		if seen[h] {
+			t.Fatal("headers() minted the same user twice")
+		}
+		seen[h] = true
+	}
+}
+
+func TestBenchParsers(t *testing.T) {
+	st := parseProcStatus(strings.NewReader("Name:\tshop\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t9\n"))
+	if st["VmHWM"] != 200 || st["VmRSS"] != 100 || len(st) != 2 {
+		t.Fatalf("parseProcStatus = %v, want VmHWM 200 MB, VmRSS 100 MB", st)
+	}
+	for body, want := range map[string]string{
+		`{"type":"about:blank","status":409,"code":"sold_out"}`: "sold_out",
+		`{"code": "busy","status":503}`:                         "busy",
+		`{"status":409}`:                                        "",
+		`{"code":`:                                              "",
+	} {
+		if got := problemCode([]byte(body)); got != want {
+			t.Errorf("problemCode(%s) = %q, want %q", body, got, want)
+		}
+	}
+	if k := answerKey(409, "sold_out"); k != "409 sold_out" {
+		t.Errorf("answerKey = %q", k)
+	}
+}
+
+// TestBenchEndToEnd runs the bench scenario once with tiny phases against
+// MariaDB/MySQL and Redis: every phase must produce its figure.
+func TestBenchEndToEnd(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	redisURL, _ := testenv.Redis(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	code := run(ctx, []string{"--scenario", "bench", "--bench-phase", "500ms", "--bench-warmup", "200ms", "--bench-clients", "16",
+		"--bench-raw-workers", "4", "--bench-rss-clients", "200", "--bench-rss-duration", "500ms",
+		"--mysql-dsn", dsn, "--redis-url", redisURL, "--report", dir}, func(string) string { return "" }, &out, &out)
+	if code != 0 {
+		t.Fatalf("loadtest exited %d:\n%s", code, out.String())
+	}
+	for _, want := range []string{"raw db:   4 workers", "orders:   1 instance(s), 16 clients", "orders:   3 instance(s), 16 clients",
+		"sold-out refusals/s", "memory:   200 keep-alive clients", "bench    PASS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep fullReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	br := rep.Scenarios[0].Bench
+	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) != 2 || br.Orders[0].OrdersPerSec <= 0 || br.Orders[1].OrdersPerSec <= 0 ||
+		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
+		t.Fatalf("report.json lacks a figure: %s", b)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(html, []byte("committed orders per second")) {
+		t.Error("report.html lacks the orders/s chart")
+	}
+}
