@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -166,13 +167,10 @@ func (s *Service) Pay(ctx context.Context, r PayRequest) (res Result, err error)
 		return res, err
 	}
 	err = s.locked(ctx, r.UserID, func(lctx context.Context, fence int64) error {
-		for range maxAttempts {
+		return rerun(lctx, "order "+r.OrderNo, func() (err error) {
 			res, err = s.payOnce(lctx, fence, rid, r)
-			if !retryable(err) || lctx.Err() != nil {
-				return err
-			}
-		}
-		return fmt.Errorf("%w: order %s kept changing", ErrBusy, r.OrderNo)
+			return err
+		})
 	})
 	if errors.Is(err, errLockLost) {
 		// The transaction did not commit unless COMMIT raced the loss:
@@ -187,7 +185,7 @@ func (s *Service) Pay(ctx context.Context, r PayRequest) (res Result, err error)
 
 // payOnce is one transaction of Pay.
 func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayRequest) (res Result, err error) {
-	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+	err = s.tx(ctx, func(tx *gorm.DB) error {
 		var done bool
 		var err error
 		if res, done, err = s.replay(tx, rid, r); done || err != nil {
@@ -359,6 +357,37 @@ func (s *Service) labSlow(ctx context.Context, orderNo string) error {
 // retryable: the transaction rolled back on a race that a re-read decides.
 func retryable(err error) bool {
 	return errors.Is(err, errConflict) || dbx.IsDuplicate(err) || dbx.Retryable(err)
+}
+
+// rerun is the money path's one retry layer: it runs attempt (one
+// transaction, see tx) again while it ends in a race a re-read decides (a
+// guarded update that matched nothing, a duplicate, a deadlock victim), at
+// most maxAttempts times in all, then gives up as ErrBusy. A deadlock victim
+// waits a short jittered pause first, as dbx.Tx would.
+func rerun(ctx context.Context, what string, attempt func() error) error {
+	for i := 1; i <= maxAttempts; i++ {
+		err := attempt()
+		if !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if dbx.Retryable(err) {
+			t := time.NewTimer(time.Duration(i)*5*time.Millisecond + rand.N(5*time.Millisecond))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s kept changing", ErrBusy, what)
+}
+
+// tx runs fn in one transaction, never again: rerun decides what is rerun.
+// (dbx.Tx reruns deadlock victims itself; under rerun that would nest, up to
+// 25 transactions under one account lock.)
+func (s *Service) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.db.WithContext(ctx).Transaction(fn)
 }
 
 func outcomeOf(res Result, err error) string {

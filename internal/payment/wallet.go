@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/order"
 )
@@ -31,13 +31,10 @@ func (s *Service) Credit(ctx context.Context, userID, amount int64, ref, hash st
 		return w, ok, err
 	}
 	err = s.locked(ctx, userID, func(lctx context.Context, _ int64) error {
-		for range maxAttempts {
+		return rerun(lctx, "wallet "+strconv.FormatInt(userID, 10), func() (err error) {
 			w, replayed, err = s.creditOnce(lctx, userID, amount, ref, hash)
-			if !retryable(err) || lctx.Err() != nil {
-				return err
-			}
-		}
-		return fmt.Errorf("%w: wallet %d kept changing", ErrBusy, userID)
+			return err
+		})
 	})
 	if errors.Is(err, errLockLost) {
 		if w, ok, err2 := s.credited(s.db.WithContext(ctx), userID, ref, hash); ok || err2 != nil {
@@ -49,7 +46,7 @@ func (s *Service) Credit(ctx context.Context, userID, amount int64, ref, hash st
 
 // creditOnce is one transaction of Credit.
 func (s *Service) creditOnce(ctx context.Context, userID, amount int64, ref, hash string) (w Wallet, replayed bool, err error) {
-	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+	err = s.tx(ctx, func(tx *gorm.DB) error {
 		// Insert first: on MySQL the snapshot of the reads below then starts
 		// after the row exists, whoever inserted it.
 		if err := ensureWallet(tx, userID); err != nil {
