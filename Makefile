@@ -5,7 +5,7 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/seckill-lab/shop/internal/app.Version=$(VERSION)
 
-.PHONY: run build test lint bench loadtest loadtest-ci k6-check
+.PHONY: run build test lint bench loadtest loadtest-ci k6-check k6-smoke
 
 ## run: start the shop with its demo defaults (embedded SQLite + in-process Redis)
 run:
@@ -41,3 +41,7 @@ loadtest-ci:
 ## k6-check: type-check the k6 scripts with tsc and @types/k6 (no k6 binary needed)
 k6-check:
 	cd loadtest/k6 && npm ci --no-audit --no-fund && npx tsc -p .
+
+## k6-smoke: each k6 script's setup() and a few iterations against a live shop (Node shim of k6), then shop verify
+k6-smoke:
+	bash loadtest/k6/smoke.sh

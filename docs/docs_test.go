@@ -509,3 +509,30 @@ func TestStandsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestOneStartRecipe: the README's Quick start starts the shop exactly as
+// the docs' "Before you start" does, so a reader who followed either can
+// run the chapters.
+func TestOneStartRecipe(t *testing.T) {
+	blocks, _ := parse(t, "README.md")
+	var recipe string
+	for _, b := range blocks {
+		if strings.Contains(b.body, "go build -o bin/shop ./cmd/shop") {
+			recipe = b.body
+			break
+		}
+	}
+	if recipe == "" {
+		t.Fatal("docs/README.md has no block that builds bin/shop (terminal 1)")
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```sh\n"+recipe+"\n```") {
+		t.Errorf("README.md's Quick start does not start the shop as docs/README.md does; it should contain:\n%s", recipe)
+	}
+	if !strings.Contains(string(readme), "(docs/README.md)") {
+		t.Error("README.md does not link docs/README.md")
+	}
+}

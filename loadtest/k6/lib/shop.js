@@ -1,7 +1,8 @@
 // Shared helpers of the shop's k6 scripts: settings from __ENV, the API
-// calls setup() needs, and a summary writer. Everything here follows
+// calls setup() needs, logins, and a summary writer. Everything here follows
 // docs/api.md.
 import http from 'k6/http';
+import exec from 'k6/execution';
 
 /** Base URL of the shop (or its load balancer). */
 export const BASE_URL = (__ENV.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
@@ -89,19 +90,21 @@ export function createProduct(name, stock, priceCents) {
 }
 
 /**
- * Logs users in (demo login) in batches; returns their tokens by index.
+ * Logs users base+first+1 .. base+first+n in (demo login), in batches of
+ * 100; returns their tokens by index.
  * @param {number} base
+ * @param {number} first
  * @param {number} n
  * @returns {string[]}
  */
-export function tokens(base, n) {
+export function tokens(base, first, n) {
   /** @type {string[]} */
   const out = [];
-  for (let i = 0; i < n; i += 100) {
+  for (let i = first; i < first + n; i += 100) {
     /** @type {import('k6/http').BatchRequests} */
     const reqs = [];
-    for (let j = i; j < Math.min(n, i + 100); j++) {
-      reqs.push(['POST', `${BASE_URL}/api/v1/auth/token`, JSON.stringify({ user_id: base + j + 1 }), params('')]);
+    for (let j = i; j < Math.min(first + n, i + 100); j++) {
+      reqs.push(['POST', `${BASE_URL}/api/v1/auth/token`, JSON.stringify({ user_id: base + j + 1 }), params('', undefined, { name: 'login' })]);
     }
     for (const res of http.batch(reqs)) {
       if (res.status !== 200) throw new Error(`login: HTTP ${res.status} ${res.body}`);
@@ -109,6 +112,39 @@ export function tokens(base, n) {
     }
   }
   return out;
+}
+
+/** @type {{ vu: number, first: number, tokens: string[] }} */
+let cache = { vu: 0, first: 0, tokens: [] };
+
+/**
+ * The tokens of the buyers one VU serves (users base+first+1 ..
+ * base+first+n), logged in on the VU's first iteration and kept for the
+ * rest. setup() hands out no tokens: k6 copies setup()'s result into every
+ * VU, and thousands of tokens times hundreds of VUs is hundreds of MB.
+ * @param {number} base
+ * @param {number} first
+ * @param {number} n
+ * @returns {string[]}
+ */
+export function vuTokens(base, first, n) {
+  const vu = exec.vu.idInTest;
+  if (cache.vu !== vu || cache.first !== first || cache.tokens.length !== n) {
+    cache = { vu, first, tokens: tokens(base, first, n) };
+  }
+  return cache.tokens;
+}
+
+/**
+ * One user's token (for executors where a VU does not know its buyers in
+ * advance).
+ * @param {number} userId
+ * @returns {string}
+ */
+export function token(userId) {
+  const res = http.post(`${BASE_URL}/api/v1/auth/token`, JSON.stringify({ user_id: userId }), params('', undefined, { name: 'login' }));
+  if (res.status !== 200) throw new Error(`login: HTTP ${res.status} ${res.body}`);
+  return body(res).token;
 }
 
 /**
