@@ -196,3 +196,18 @@ func TestOrderNoPatternMatchesOrderNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestFormTokenPurposeComesFromTheRoute: the purpose a form token is
+// consumed for is the route's, not a constant of the idempotency flow, so a
+// second form-token route would not accept order tokens (issue 11 item 12).
+func TestFormTokenPurposeComesFromTheRoute(t *testing.T) {
+	t.Parallel()
+	for _, purpose := range []string{orderFormPurpose, "review"} {
+		c := decodeCtx("application/json", `{}`)
+		c.Request.Header.Set("X-Form-Token", "tok")
+		ir, err := readIdemHeaders(c, idemMode{required: true, formToken: purpose})
+		if err != nil || ir.formToken != "tok" || ir.purpose != purpose {
+			t.Errorf("route purpose %q: read %+v, %v", purpose, ir, err)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func TestRedisDown(t *testing.T) {
 	u3.seckill(p.ID).want(t, http.StatusCreated, "")
 	u1.seckill(p.ID).want(t, http.StatusOK, "")
 	u2.do("POST", "/api/v1/orders/"+unpaid.OrderNo+"/pay", nil, hdr{"Idempotency-Key", "p2"}).want(t, http.StatusOK, "")
-	if out, err := b.verify(t); err != nil || !strings.Contains(out, "ok") {
+	if out, err := b.verify(t); err != nil || !strings.Contains(out, "OK") {
 		t.Errorf("shop verify after the outage: %v\n%s", err, out)
 	}
 }
