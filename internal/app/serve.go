@@ -9,8 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,6 +34,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("serve: unexpected arguments %q", rest)
 	}
 	log := newLogger(c, stderr)
+	if getenv("GOMEMLIMIT") == "" && c.MemoryLimit > 0 {
+		// Stacks and buffers of thousands of idle keep-alive clients count
+		// too: the GC works harder near the limit instead of letting the
+		// heap grow with the client count.
+		debug.SetMemoryLimit(c.MemoryLimit << 20)
+	}
 	tokenGenerated := c.AdminToken == ""
 	if tokenGenerated {
 		c.AdminToken = randomSecret()
@@ -62,7 +68,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
 	defer func() { stopBG(); background.Wait() }()
-	background.Go(func() { svc.products.Follow(bg) })
+	background.Go(func() { svc.orders.Follow(bg) })
 	background.Go(func() { svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout) })
 
 	ln, err := net.Listen("tcp", c.Addr)
@@ -84,13 +90,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		NoIdempotency: c.LabNoIdempotency,
 		LabRoutes:     c.LabRoutes, LabSwitches: c.Lab(), Background: bg,
 		SelfURL: func() string { return self },
+		Limits:  limitsOf(c, rdb),
 	})
 
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := newServer(c, handler)
 	log.Info("listening", "addr", ln.Addr().String(), "version", Version, "stock_strategy", c.StockStrategy)
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(httpapi.Listener(ln, c.MaxConns)) }()
 	writeStartInfo(stdout, startInfoOf(c, ln.Addr(), tokenGenerated, rdb))
 	select {
 	case err := <-errc:
