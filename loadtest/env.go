@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ type setup struct {
 	common   []string             // settings of every instance
 	extra    func(i int) []string // settings of instance i
 	private  bool                 // needs a Redis it may restart and flush
+	redisURL string               // a Redis the scenario started (Cluster or Sentinel list) instead of --redis-url
 }
 
 // env is where a scenario runs: shops the harness started on a fresh
@@ -61,7 +63,7 @@ func (h *harness) setup(ctx context.Context, name string, s setup) (*env, error)
 		return e, e.client.Ready(rctx)
 	}
 	h.seq++
-	b, err := newBackend(ctx, backendOptions{mysqlDSN: h.o.mysqlDSN, redisURL: h.o.redisURL, private: s.private,
+	b, err := newBackend(ctx, backendOptions{mysqlDSN: h.o.mysqlDSN, redisURL: cmp.Or(s.redisURL, h.o.redisURL), private: s.private,
 		workdir: h.workdir, keep: h.o.keep, scenarioID: fmt.Sprintf("%02d-%s", h.seq, name)}, h.log)
 	if err != nil {
 		return nil, err

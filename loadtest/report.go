@@ -91,6 +91,7 @@ func writeText(w io.Writer, r scenarioReport) {
 	if r.Bench != nil {
 		writeBench(w, r.Bench)
 	}
+	writeFailover(w, r.Failover)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note:     %s\n", n)
 	}

@@ -31,6 +31,7 @@ type scenarioReport struct {
 	Faults    []fault            `json:"faults,omitempty"`
 	Compare   []compareRow       `json:"compare,omitempty"`
 	Bench     *benchReport       `json:"bench,omitempty"`
+	Failover  []failoverRow      `json:"failover,omitempty"`
 	Notes     []string           `json:"notes,omitempty"`
 	Pass      bool               `json:"pass"`
 	Error     string             `json:"error,omitempty"`
@@ -61,7 +62,10 @@ func (h *harness) run(ctx context.Context, name string) scenarioReport {
 		r = h.compare(ctx)
 	case "bench":
 		r = h.bench(ctx)
+	case failoverCluster, failoverSentinel:
+		r = h.failover(ctx, name)
 	}
+	checkA1(&r)
 	r.Name, r.Started, r.Elapsed = name, start, time.Since(start)
 	r.ViaAPI = len(h.o.targets) > 0
 	if r.Error != "" {

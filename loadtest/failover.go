@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/internal/testenv/redistopo"
+)
+
+// The failover scenario runs in two parts, one per Redis topology, each
+// with its own backend and shops: "failover" on the command line means both.
+const (
+	failoverCluster  = "failover-cluster"
+	failoverSentinel = "failover-sentinel"
+)
+
+// failoverRow is one fault of the failover scenario as the report shows it.
+type failoverRow struct {
+	Fault  string        `json:"fault"`
+	Target string        `json:"target"` // the master that went away
+	At     time.Duration `json:"at_ns"`  // from the start of the load
+	// Promoted: until the topology named a new master for the hot lock.
+	Promoted time.Duration `json:"promoted_after_ns"`
+	// Recovery: until orders of the hot product flow again: its first 201
+	// after the last of its sends that failed in the fault's span. 0: none.
+	Recovery time.Duration `json:"recovery_ns"`
+	// Bound is A2's limit on Recovery: lock TTL + promotion + 3 s slack.
+	Bound time.Duration `json:"bound_ns"`
+	// ByStatus: answers to requests that overlapped the window (fault to
+	// recovery), by outcome.
+	ByStatus    map[string]int `json:"by_status"`
+	StaleFences float64        `json:"stale_fence_rejections"`    // from the fault to the next one (or the end)
+	LocksLost   float64        `json:"locks_lost_before_release"` // same span
+	Err         string         `json:"error,omitempty"`
+	start       time.Time
+	promoted    time.Time
+	before      map[string]float64 // shop metrics at the fault
+}
+
+// topology is the Redis a failover part runs on and the faults it injects.
+type topology struct {
+	desc   string
+	url    string
+	env    []string // shop settings naming it
+	faults []plannedFault
+	close  func()
+}
+
+// plannedFault is one fault at a share of the load's duration; run kills
+// or fails over the master serving lockKey and returns it and the new one.
+type plannedFault struct {
+	name string
+	at   float64
+	run  func(ctx context.Context, lockKey string) (old string, waitPromoted func() error, err error)
+}
+
+// failover: race + retry load on 3 instances over a real Redis Cluster (the
+// master owning the hot product lock's slot is SIGKILLed mid-sale) or a
+// Sentinel group (SENTINEL FAILOVER, later SIGKILL of the new master).
+// Passes only when every invariant holds, every fault was carried out,
+// orders flowed again within A2's bound, and no answer was a 500.
+func (h *harness) failover(ctx context.Context, part string) scenarioReport {
+	const ttl, wait = 2 * time.Second, 2 * time.Second
+	r := scenarioReport{Params: map[string]any{"users": h.o.users, "stock": h.o.stock, "retries": 2, "duration": h.o.chaosDuration.String(),
+		"lock_ttl": ttl.String(), "lock_wait": wait.String()}}
+	if len(h.o.targets) > 0 {
+		r.Error = part + " " + errTargetMode.Error()
+		return r
+	}
+	topo, err := startTopology(ctx, part)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer topo.close()
+	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.desc, h.o.users, h.o.chaosDuration, faultNames(topo.faults))
+	e, err := h.setup(ctx, part, setup{redisURL: topo.url,
+		common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String()}, topo.env...)})
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer e.close()
+	r.Setup, r.Strategy = e.desc, e.strategy
+
+	// The hot product sells out near the end of the load, not before the
+	// last fault: 90% of the seckill buyers' demand, at most --stock.
+	const regularShare = 0.3
+	stock := min(int64(h.o.stock), max(1, int64(float64(h.o.users)*(1-regularShare)*0.9)))
+	r.Params["stock"] = stock
+	p, err := e.client.CreateProduct(ctx, "failover "+part, 990, stock, "lt-failover-"+loadgen.RandomID(6))
+	if err != nil {
+		r.Error = "create the hot product: " + err.Error()
+		return r
+	}
+	lockKey := fmt.Sprintf("lock:{product:%d}", p.ID) // the slot is the hash tag's
+
+	cfg := h.raceConfig(e, part)
+	cfg.ProductID, cfg.Stock = p.ID, stock
+	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = 2, regularShare, h.o.tinyTimeout, true
+	cfg.RegularProducts, cfg.RegularStock = 4, max(1, int64(h.o.users)/8)
+	cfg.MaxResends = 20 // 100-300 ms apart: resends outlast a failover of a few seconds
+	cfg.Rate = float64(h.o.users) / h.o.chaosDuration.Seconds()
+	cfg.Timeout = min(h.o.timeout, 5*time.Second)
+
+	s := e.sample(ctx)
+	var rows []failoverRow
+	loadStart := make(chan time.Time, 1)
+	faultsDone := make(chan struct{})
+	go func() {
+		defer close(faultsDone)
+		rows = h.injectFaults(ctx, e, topo.faults, lockKey, loadStart, ttl)
+	}()
+	inner := cfg.Progress
+	var once sync.Once
+	cfg.Progress = func(st loadgen.Stats) {
+		once.Do(func() { loadStart <- time.Now().Add(-st.Elapsed) })
+		if inner != nil {
+			inner(st)
+		}
+	}
+	cfg.ProgressEvery = 100 * time.Millisecond
+	res, err := loadgen.Race(ctx, cfg)
+	h.endProgress()
+	<-faultsDone
+	r.Metrics = pickMetrics(s.totals())
+	if err != nil {
+		r.fill(res.Records, verdict{}, fmt.Errorf("%s: %w", part, err))
+		return r
+	}
+	v, err := e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock()}, res.Tokens())
+	r.fill(res.Records, v, err)
+	after := e.metricsNow(ctx)
+	for i := range rows {
+		next := after
+		if i+1 < len(rows) {
+			next = rows[i+1].before
+		}
+		describeFailover(&rows[i], res, p.ID, next, ttl)
+	}
+	r.Failover = rows
+	for _, f := range rows {
+		switch {
+		case f.Err != "":
+			r.Pass = false
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: fault %q not carried out: %s", f.Fault, firstLine(f.Err)))
+		case f.Recovery == 0:
+			r.Pass = false
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: no order of the hot product was created after %q (sold out before it, or the sale never recovered)", f.Fault))
+		case f.Recovery > f.Bound:
+			r.Pass = false
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q, beyond lock TTL + promotion + 3s = %s", ms(f.Recovery), f.Fault, ms(f.Bound)))
+		}
+	}
+	if len(rows) < len(topo.faults) {
+		r.Pass = false
+		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the load ended after %d of %d faults", len(rows), len(topo.faults)))
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("sale of the hot product (%d units) ran %s", stock, res.Ended.Sub(res.Started).Round(100*time.Millisecond)))
+	return r
+}
+
+func faultNames(fs []plannedFault) string {
+	n := make([]string, len(fs))
+	for i, f := range fs {
+		n[i] = fmt.Sprintf("%s at %.0f%%", f.name, f.at*100)
+	}
+	return strings.Join(n, ", then ")
+}
+
+// injectFaults runs the planned faults once the load has started.
+func (h *harness) injectFaults(ctx context.Context, e *env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration) []failoverRow {
+	var t0 time.Time
+	select {
+	case t0 = <-loadStart:
+	case <-ctx.Done():
+		return nil
+	}
+	var rows []failoverRow
+	for _, pf := range plan {
+		sleep(ctx, time.Until(t0.Add(time.Duration(pf.at*float64(h.o.chaosDuration)))))
+		if ctx.Err() != nil {
+			break
+		}
+		f := failoverRow{Fault: pf.name, before: e.metricsNow(ctx), start: time.Now(), At: time.Since(t0)}
+		old, waitPromoted, err := pf.run(ctx, lockKey)
+		f.Target = old
+		if err == nil {
+			err = waitPromoted()
+		}
+		f.promoted = time.Now()
+		f.Promoted = f.promoted.Sub(f.start)
+		f.Bound = ttl + f.Promoted + 3*time.Second
+		if err != nil {
+			f.Err = err.Error()
+		}
+		rows = append(rows, f)
+	}
+	return rows
+}
+
+// metricsNow sums the shops' metrics now (no instance restarts here).
+func (e *env) metricsNow(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range e.cluster.metrics(ctx) {
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// describeFailover fills a row's window figures from the client records.
+// Orders flow again at the first order of the hot product created (201)
+// after the last of its sends that failed (no answer or 5xx) in the fault's
+// span: a batch that held the lock before the kill may still finish.
+func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, ttl time.Duration) {
+	lastFail := f.start
+	for _, r := range res.Records {
+		if r.ProductID == hot && r.Failed() && r.Start.After(f.start) && r.Start.Before(f.start.Add(f.Bound)) && r.End.After(lastFail) {
+			lastFail = r.End
+		}
+	}
+	for _, r := range res.Records {
+		if r.ProductID == hot && r.Status == http.StatusCreated && r.Start.After(f.start) && r.End.After(lastFail) {
+			if d := r.End.Sub(f.start); f.Recovery == 0 || d < f.Recovery {
+				f.Recovery = d
+			}
+		}
+	}
+	end := f.promoted.Add(time.Second)
+	if f.Recovery > 0 {
+		end = f.start.Add(f.Recovery)
+	}
+	f.ByStatus = map[string]int{}
+	for _, r := range res.Records {
+		if r.End.Before(f.start) || r.Start.After(end) {
+			continue
+		}
+		f.ByStatus[loadgen.Outcome(r)]++
+	}
+	f.StaleFences = next["shop_inventory_stale_fence_rejections_total"] - f.before["shop_inventory_stale_fence_rejections_total"]
+	f.LocksLost = next["shop_inventory_lock_lost_before_release_total"] - f.before["shop_inventory_lock_lost_before_release_total"]
+}
+
+// startTopology starts the Redis of one failover part on free loopback ports.
+func startTopology(ctx context.Context, part string) (*topology, error) {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	switch part {
+	case failoverCluster:
+		c, err := redistopo.StartCluster(sctx, redistopo.ClusterOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return &topology{desc: "a Redis Cluster (3 masters + 3 replicas, cluster-node-timeout 1s)", url: c.URL(), close: c.Close,
+			faults: []plannedFault{{name: "SIGKILL of the master owning the hot lock's slot", at: 0.25, run: func(ctx context.Context, key string) (string, func() error, error) {
+				slot, err := c.KeySlot(ctx, key)
+				if err != nil {
+					return "", nil, err
+				}
+				m, err := c.MasterOf(ctx, slot)
+				if err != nil {
+					return "", nil, err
+				}
+				m.Kill()
+				return fmt.Sprintf("%s (slot %d)", m.Addr(), slot), func() error {
+					_, err := c.WaitPromoted(ctx, slot, m, 30*time.Second)
+					return err
+				}, nil
+			}}}}, nil
+	case failoverSentinel:
+		s, err := redistopo.StartSentinel(sctx, redistopo.SentinelOptions{})
+		if err != nil {
+			return nil, err
+		}
+		fault := func(kill bool) func(ctx context.Context, key string) (string, func() error, error) {
+			return func(ctx context.Context, _ string) (string, func() error, error) {
+				m, err := s.Master(ctx)
+				if err != nil {
+					return "", nil, err
+				}
+				if kill {
+					m.Kill()
+				} else if err := s.Failover(ctx); err != nil {
+					return m.Addr(), nil, err
+				}
+				return m.Addr(), func() error {
+					_, err := s.WaitNewMaster(ctx, m, 30*time.Second)
+					return err
+				}, nil
+			}
+		}
+		return &topology{desc: "a Sentinel group (1 master, 2 replicas, 3 sentinels, down-after 1s)", url: s.URL(), close: s.Close,
+			env: []string{"SHOP_REDIS_MASTER=" + s.Name},
+			faults: []plannedFault{
+				{name: "SENTINEL FAILOVER", at: 0.2, run: fault(false)},
+				{name: "SIGKILL of the master", at: 0.6, run: fault(true)},
+			}}, nil
+	}
+	return nil, fmt.Errorf("unknown failover part %q", part)
+}
+
+// unexpectedServerErrors counts answers that A1 forbids: any 5xx but 503
+// (a dependency that cannot answer is 503 with Retry-After, and is resent).
+func unexpectedServerErrors(byOutcome map[string]int) (int, string) {
+	n := 0
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(byOutcome)) {
+		if strings.HasPrefix(k, "5") && !strings.HasPrefix(k, "503") {
+			n += byOutcome[k]
+			kinds = append(kinds, fmt.Sprintf("%s: %d", k, byOutcome[k]))
+		}
+	}
+	return n, strings.Join(kinds, ", ")
+}
+
+// checkA1 fails a scenario whose clients got a server error other than 503.
+func checkA1(r *scenarioReport) {
+	sums := []loadgen.Summary{r.Summary}
+	for _, c := range r.Compare {
+		sums = append(sums, c.Summary)
+	}
+	for _, s := range sums {
+		if n, kinds := unexpectedServerErrors(s.ByOutcome); n > 0 {
+			r.Pass = false
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d answers were server errors other than 503 (%s); the shops' logs say where they came from", n, kinds))
+		}
+	}
+}
+
+// writeFailover prints the per-fault table of a failover part.
+func writeFailover(w io.Writer, rows []failoverRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "failover: %-48s %7s %9s %9s %9s %6s %6s  %s\n", "fault (master killed or failed over)", "at", "promoted", "recovery", "A2 bound", "stale", "lost", "answers in the window (fault to recovery)")
+	for _, f := range rows {
+		rec := "never"
+		if f.Recovery > 0 {
+			rec = ms(f.Recovery)
+		}
+		fmt.Fprintf(w, "          %-48s %6.1fs %9s %9s %9s %6.0f %6.0f  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), ms(f.Promoted), rec, ms(f.Bound),
+			f.StaleFences, f.LocksLost, outcomes(f.ByStatus))
+		if f.Err != "" {
+			fmt.Fprintf(w, "          error: %s\n", firstLine(f.Err))
+		}
+	}
+	fmt.Fprintln(w, "          (stale: stock writes the database refused for a stale fencing token; lost: product locks found gone at release)")
+}
