@@ -87,6 +87,10 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 			// A replica may always take over, however long it was cut off:
 			// the lab wants the failover, and the fence makes it safe.
 			"--cluster-replica-validity-factor", "0",
+			// Keep serving the slots that still have a master while one is
+			// being replaced (Redis's default refuses every key, CLUSTERDOWN,
+			// until all 16384 slots are covered again).
+			"--cluster-require-full-coverage", "no",
 			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
 		if err != nil {
 			return nil, err
