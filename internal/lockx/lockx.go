@@ -57,6 +57,14 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// NodeTimeout bounds each Redis call of one Redlock attempt. Redlock only.
 	NodeTimeout time.Duration
+	// WaitReplicas > 0 makes every acquire and refresh wait (Redis WAIT,
+	// up to WaitTimeout, default 100 ms) until that many replicas have the
+	// write, and fail with ErrNotReplicated otherwise, like Redisson's
+	// replica-sync check. It narrows, but does not close, the window in
+	// which a failover loses a lock: the fence is the guarantee. Off (0) by
+	// default, and then it costs nothing. Client only.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // AcquireOptions shape one acquisition.
@@ -81,12 +89,18 @@ type config struct {
 	driftFactor            float64
 	minBackoff, maxBackoff time.Duration
 	nodeTimeout            time.Duration
+	waitReplicas           int
+	waitTimeout            time.Duration
 }
 
 func newConfig(o Options) config {
 	c := config{
 		prefix: o.Prefix, m: o.Metrics, log: o.Logger, driftFactor: o.DriftFactor,
 		minBackoff: o.MinBackoff, maxBackoff: o.MaxBackoff, nodeTimeout: o.NodeTimeout,
+		waitReplicas: o.WaitReplicas, waitTimeout: o.WaitTimeout,
+	}
+	if c.waitTimeout <= 0 {
+		c.waitTimeout = DefaultWaitTimeout
 	}
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
@@ -182,6 +196,9 @@ func New(rdb redis.UniversalClient, o Options) *Client {
 // Lock.Context), Acquire re-enters it: same token, same fence, one more
 // Release needed.
 func (c *Client) Acquire(ctx context.Context, key string, o AcquireOptions) (*Lock, error) {
+	if c.cfg.waitReplicas > 0 {
+		return acquire(ctx, durable{c}, key, o)
+	}
 	return acquire(ctx, c, key, o)
 }
 
