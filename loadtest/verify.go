@@ -65,7 +65,7 @@ type checkInput struct {
 	products map[int64]int64 // product -> units it was created with
 	settled  bool            // pay run: every order must end paid or cancelled
 	wallets  map[int64]int64 // balances read by the clients (pay run), nil otherwise
-	mirror   func(ctx context.Context, productID int64) (int64, bool, error)
+	mirror   func(ctx context.Context, productID int64) (units, held int64, ok bool, err error)
 	linear   *loadgen.LinearOptions // nil: no linearizability check
 }
 

@@ -34,7 +34,7 @@ const (
 	O2 = "O2" // one regular order per (user, idempotency key)
 	M1 = "M1" // one payment per order; balance = credits - payments
 	M2 = "M2" // balance >= 0
-	R1 = "R1" // the Redis stock mirror never admits more than the database holds
+	R1 = "R1" // the Redis stock mirror admits no more than the database holds, and loses no unit
 )
 
 // Options narrows a check.
@@ -45,10 +45,12 @@ type Options struct {
 	// MaxRows caps the rows attached to one violation (default 20); the
 	// detail still counts them all.
 	MaxRows int
-	// StockMirror, when set, returns the units a stock mirror (the redis-gate
-	// strategy's Redis counter) would still admit for a product, and false
-	// when it keeps none for it. Nil leaves R1 out.
-	StockMirror func(ctx context.Context, productID int64) (units int64, ok bool, err error)
+	// StockMirror, when set, returns, read at one instant, the units a
+	// stock mirror (the redis-gate strategy's Redis counter) would still
+	// admit for a product and the units it holds for requests in flight
+	// (taken, lease not ended), and false when it keeps none for the
+	// product. Nil leaves R1 out.
+	StockMirror func(ctx context.Context, productID int64) (units, held int64, ok bool, err error)
 }
 
 // Report is the outcome of one check. Violations is never nil, so its JSON
@@ -117,7 +119,7 @@ func Check(ctx context.Context, db *gorm.DB, o Options) (Report, error) {
 	if o.MaxRows <= 0 {
 		o.MaxRows = 20
 	}
-	c := &checker{o: o, out: newBuckets(o.MaxRows)}
+	c := &checker{db: db, o: o, out: newBuckets(o.MaxRows)}
 	err := snapshot(ctx, db, func(tx *gorm.DB) error {
 		c.tx = tx
 		c.checkedAt = time.Now().UTC()
@@ -169,6 +171,7 @@ func snapshot(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) erro
 
 // checker carries one run's state through the individual checks.
 type checker struct {
+	db        *gorm.DB // for reads outside the snapshot (R1's second look)
 	tx        *gorm.DB
 	o         Options
 	checkedAt time.Time

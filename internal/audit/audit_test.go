@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/seckill-lab/shop/internal/audit"
@@ -452,25 +453,50 @@ func TestStockMirror(t *testing.T) {
 	t.Parallel()
 	db := backends[1].open(t)
 	s := newSeeder(t, db)
-	s.product(1, 5)
-	s.product(2, 5)
-	s.product(3, 5)
-	mirror := map[int64]int64{1: 4, 2: 6} // 1: units in flight (fine); 2: admits one too many; 3: no mirror
-	r, err := audit.Check(context.Background(), db, audit.Options{StockMirror: func(_ context.Context, id int64) (int64, bool, error) {
-		v, ok := mirror[id]
-		return v, ok, nil
+	for id := int64(1); id <= 6; id++ {
+		s.product(id, 5)
+	}
+	type reading struct{ units, held int64 }
+	var mu sync.Mutex
+	calls := map[int64]int{}
+	mirror := map[int64][]reading{
+		1: {{4, 1}},         // a unit in flight: taken, held, not committed yet
+		2: {{6, 0}},         // admits one too many
+		3: nil,              // no mirror
+		4: {{2, 1}},         // two units gone from the gate with no live hold: lost
+		5: {{3, 3}},         // an order committed, its request not settled yet
+		6: {{4, 0}, {5, 0}}, // a cancellation between the reads: fine on the second look
+	}
+	r, err := audit.Check(context.Background(), db, audit.Options{StockMirror: func(_ context.Context, id int64) (int64, int64, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		rs := mirror[id]
+		if len(rs) == 0 {
+			return 0, 0, false, nil
+		}
+		v := rs[min(calls[id], len(rs)-1)]
+		calls[id]++
+		return v.units, v.held, true, nil
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertViolations(t, r, []want{{inv: "R1", product: 2, key: "mirror", values: []any{6.0}}})
+	assertViolations(t, r, []want{
+		{inv: "R1", product: 2, key: "mirror", values: []any{6.0}},
+		{inv: "R1", product: 4, key: "held", values: []any{1.0}},
+	})
 	if m := r.Products[0].Mirror; m == nil || *m != 4 || r.Products[2].Mirror != nil {
 		t.Errorf("mirrors in summaries: %+v", r.Products)
 	}
+	for _, v := range r.Violations {
+		if v.ProductID == 4 && !strings.Contains(v.Detail, "2 units lost") {
+			t.Errorf("lost units detail: %q", v.Detail)
+		}
+	}
 
 	boom := errors.New("redis down")
-	if _, err := audit.Check(context.Background(), db, audit.Options{StockMirror: func(context.Context, int64) (int64, bool, error) {
-		return 0, false, boom
+	if _, err := audit.Check(context.Background(), db, audit.Options{StockMirror: func(context.Context, int64) (int64, int64, bool, error) {
+		return 0, 0, false, boom
 	}}); !errors.Is(err, boom) {
 		t.Fatalf("mirror error: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // The checks make few passes over the big tables, and join from the smaller
@@ -423,15 +424,25 @@ ORDER BY o.product_id, o.user_id, o.idem_key, o.id`, append([]any{chunk}, args..
 // mirror checks R1 against the summaries, after the snapshot is closed so
 // no transaction stays open across Redis calls.
 //
-// The redis-gate strategy lets a buyer through only after taking a unit
-// from a Redis counter, before the database is touched, and hands it back
-// when the database refuses. A mirror lower than the database stock is
-// therefore normal while units are in flight (and at worst turns buyers away
-// too early, which the harness's undersell check O5 judges). A mirror higher
-// than the database stock lets through buyers the database cannot serve: the
-// gate no longer guards the stock, and any path that trusts it oversells. So
-// only that is a violation. The two reads are not atomic: judge R1 on a
-// quiescent shop, e.g. after a load run.
+// The redis-gate strategy takes units from a Redis counter (the gate)
+// before the database is touched, and holds them under a lease for the
+// request until its batch commits (sold) or refuses it (given back). Two
+// faults, per product:
+//
+//   - gate > stock: the gate lets through buyers the database cannot serve;
+//     it no longer guards the stock, and any path that trusts it oversells.
+//   - gate + held < stock: units left the gate that no live hold accounts
+//     for (held counts holds whose lease has not ended): a dead holder's
+//     units that no reaper brought back, or units taken without a hold.
+//     Lost, they are never sold: an undersell.
+//
+// In flight neither holds (a committed order's units stay held until its
+// request settles, so gate + held only exceeds the stock) except for the
+// moment between a restock's or a cancellation's commit and its gate
+// update, and the skew of reading the database and Redis one after the
+// other. A suspect product is therefore read again, Redis before and after
+// a fresh read of the stock, up to three times, and reported only when
+// every reading shows the fault.
 func (c *checker) mirror(ctx context.Context) error {
 	if c.o.StockMirror == nil {
 		return nil
@@ -441,7 +452,7 @@ func (c *checker) mirror(ctx context.Context) error {
 		if s.Missing {
 			continue
 		}
-		units, ok, err := c.o.StockMirror(ctx, s.ProductID)
+		units, held, ok, err := c.o.StockMirror(ctx, s.ProductID)
 		if err != nil {
 			return fmt.Errorf("audit: stock mirror of product %d: %w", s.ProductID, err)
 		}
@@ -449,14 +460,74 @@ func (c *checker) mirror(ctx context.Context) error {
 			continue
 		}
 		s.Mirror = &units
-		if units > s.Stock {
-			c.out.one(R1, s.ProductID, 0,
-				fmt.Sprintf("the stock mirror admits %d but the database has %d left: %d too many would get through",
-					units, s.Stock, units-s.Stock),
-				map[string]any{"product_id": s.ProductID, "stock": s.Stock, "mirror": units})
+		r := mirrorReading{stock: s.Stock, units: units, held: held}
+		if r.fault() == "" {
+			continue
+		}
+		if r, err = c.confirm(ctx, s.ProductID); err != nil {
+			return err
+		}
+		if f := r.fault(); f != "" {
+			c.out.one(R1, s.ProductID, 0, f,
+				map[string]any{"product_id": s.ProductID, "stock": r.stock, "mirror": r.units, "held": r.held})
 		}
 	}
 	return nil
+}
+
+// mirrorReading is one comparison of a stock mirror with the database.
+type mirrorReading struct {
+	stock, units, held int64
+}
+
+// fault describes R1's fault in r, or is "".
+func (r mirrorReading) fault() string {
+	switch {
+	case r.units > r.stock:
+		return fmt.Sprintf("the stock mirror admits %d but the database has %d left: %d too many would get through",
+			r.units, r.stock, r.units-r.stock)
+	case r.units+r.held < r.stock:
+		return fmt.Sprintf("the stock mirror admits %d and holds %d for requests in flight, but the database has %d left: %d units lost (taken by a process that died and not returned)",
+			r.units, r.held, r.stock, r.stock-r.units-r.held)
+	}
+	return ""
+}
+
+// confirm reads a suspect product again: the mirror, the stock, the mirror.
+// A too-high gate must show in both mirror readings, lost units in both;
+// the reading returned has no fault when one attempt showed none.
+func (c *checker) confirm(ctx context.Context, productID int64) (mirrorReading, error) {
+	var r mirrorReading
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		u1, h1, ok1, err := c.o.StockMirror(ctx, productID)
+		if err != nil {
+			return r, err
+		}
+		var stock int64
+		if err := c.db.WithContext(ctx).Raw("SELECT stock FROM products WHERE id = ?", productID).Row().Scan(&stock); err != nil {
+			return r, fmt.Errorf("audit: stock of product %d: %w", productID, err)
+		}
+		u2, h2, ok2, err := c.o.StockMirror(ctx, productID)
+		if err != nil {
+			return r, err
+		}
+		if !ok1 || !ok2 {
+			return mirrorReading{}, nil
+		}
+		units := min(u1, u2)
+		r = mirrorReading{stock: stock, units: units, held: max(u1+h1, u2+h2) - units}
+		if r.fault() == "" {
+			return r, nil
+		}
+	}
+	return r, nil
 }
 
 // imbalance says how an I2 mismatch splits: units oversold (ProductSummary.

@@ -2,27 +2,407 @@ package inventory
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The redis-gate strategy keeps a counter of admittable units in Redis and
 // lets at most that many requests through to the locked path; the rest are
-// turned away by one Lua call. Tokens are handed back when the locked path
-// fails, so no unit is lost. The database's fenced conditional update still
-// decides: the gate only saves work.
+// turned away by one Lua call. The database's fenced conditional update
+// still decides: the gate only saves work.
+//
+// Units taken from the gate are held under a lease, so a process that dies
+// between taking them and committing cannot lose them for good. Per product
+// (all keys share the product's {id} hash tag, so one script sees them all
+// in Redis Cluster too):
+//
+//	gate:{id}         the counter of admittable units
+//	gate:{id}:holds   hash: order number -> its hold record
+//	gate:{id}:leases  sorted set: order number -> lease end (ms, Redis clock)
+//	gate:{id}:ended   sorted set: order number -> when its ended record is forgotten
+//
+// A hold is per order number, not per request, because at most one order
+// can ever exist per order number: concurrent requests for one number (a
+// retry, a double click) share it. A live record is "L gen qty refs sold":
+// units taken (the largest quantity asked), requests in flight, units sold
+// (set when the one that created the order settles). When the last request
+// settles, qty-sold go back to the gate. An ended record is "D" (the order
+// exists: later requests for the number take nothing, they can only be
+// repeats) or "R gen" (reaped: its units went back while no order existed).
+//
+// A lease that ends before its requests settle (the process died) is reaped
+// by any instance, on a refusal and every SHOP_SWEEP_INTERVAL: the order's
+// ledger row, written in the order's own transaction, says whether the
+// units were sold; the rest go back. A holder that was only slow and
+// commits after its hold was reaped (units given back, no order then)
+// takes its units back from the gate when it settles; until then the gate
+// admits too many, which the database refuses. The lease is long enough
+// that this stays rare: see gateLease.
 
-// gateTake: KEYS = gate; ARGV = quantity. -1 = not initialised, 0 = refused,
-// 1 = admitted.
-var gateTake = redis.NewScript(`
-local v = redis.call('get', KEYS[1])
-if not v then return -1 end
-if tonumber(v) < tonumber(ARGV[1]) then return 0 end
-redis.call('decrby', KEYS[1], ARGV[1])
-return 1
+// gateLib is shared by the scripts: the Redis clock (one clock for every
+// instance), record parsing, giving units back, ending a record.
+const gateLib = `
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function parse(v)
+  local f = {}
+  if v then for w in string.gmatch(v, '%S+') do f[#f + 1] = w end end
+  return f
+end
+local function give(n)
+  if n ~= 0 and redis.call('exists', KEYS[1]) == 1 then redis.call('incrby', KEYS[1], n) end
+end
+local function finish(no, kind, now, keep)
+  redis.call('zrem', KEYS[3], no)
+  redis.call('hset', KEYS[2], no, kind)
+  redis.call('zadd', KEYS[4], now + keep, no)
+end
+`
+
+// gateTake: KEYS = gate, holds, leases, ended; ARGV = order number,
+// quantity, new generation, lease ms. Returns {code, generation, expired}:
+// code -1 = not initialised, 0 = refused (expired: leases that ended are
+// waiting to be reaped), 1 = admitted (generation "" = nothing taken: the
+// order exists already).
+var gateTake = redis.NewScript(gateLib + `
+local now = now_ms()
+local old = redis.call('zrangebyscore', KEYS[4], '-inf', now, 'limit', 0, 32)
+if #old > 0 then
+  redis.call('hdel', KEYS[2], unpack(old))
+  redis.call('zrem', KEYS[4], unpack(old))
+end
+local g = redis.call('get', KEYS[1])
+if not g then return {-1, '', 0} end
+local no, q = ARGV[1], tonumber(ARGV[2])
+local f = parse(redis.call('hget', KEYS[2], no))
+if f[1] == 'D' then return {1, '', 0} end
+local gen, qty, refs, sold = ARGV[3], 0, 0, 0
+if f[1] == 'L' then gen, qty, refs, sold = f[2], tonumber(f[3]), tonumber(f[4]), tonumber(f[5]) end
+local need = math.max(q - qty, 0)
+if sold > 0 then need = 0 end -- the order exists: this one can only be a repeat
+if tonumber(g) < need then
+  return {0, '', #redis.call('zrangebyscore', KEYS[3], '-inf', now, 'limit', 0, 1)}
+end
+if need > 0 then redis.call('decrby', KEYS[1], need) end
+if f[1] ~= 'L' then redis.call('zrem', KEYS[4], no) end
+redis.call('hset', KEYS[2], no, 'L ' .. gen .. ' ' .. (qty + need) .. ' ' .. (refs + 1) .. ' ' .. sold)
+redis.call('zadd', KEYS[3], 'GT', now + tonumber(ARGV[4]), no)
+return {1, gen, 0}
 `)
+
+// gateSettle: KEYS = gate, holds, leases, ended; ARGV = order number,
+// generation, quantity, served (1/0), keep ms. Returns the units given back
+// (negative: taken back).
+var gateSettle = redis.NewScript(gateLib + `
+local now = now_ms()
+local no, gen, q, served, keep = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
+local f = parse(redis.call('hget', KEYS[2], no))
+if f[1] == 'D' or f[1] == nil then return 0 end
+if f[2] ~= gen then
+  -- Ours was reaped (its units given back) and a new request holds the
+  -- number now. Sold after all: take our units back.
+  if served then give(-q) return -q end
+  return 0
+end
+if f[1] == 'R' then
+  if served then
+    give(-q)
+    finish(no, 'D', now, keep)
+    return -q
+  end
+  return 0
+end
+local qty, refs, sold = tonumber(f[3]), tonumber(f[4]) - 1, tonumber(f[5])
+if served then sold = q end
+if refs > 0 then
+  redis.call('hset', KEYS[2], no, 'L ' .. gen .. ' ' .. qty .. ' ' .. refs .. ' ' .. sold)
+  return 0
+end
+give(qty - sold)
+if sold > 0 then
+  finish(no, 'D', now, keep)
+else
+  redis.call('hdel', KEYS[2], no)
+  redis.call('zrem', KEYS[3], no)
+end
+return qty - sold
+`)
+
+// gateExpired: KEYS = gate, holds, leases; ARGV = limit. Returns order
+// number, generation pairs of live holds whose lease ended.
+var gateExpired = redis.NewScript(gateLib + `
+local out = {}
+for _, no in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', now_ms(), 'limit', 0, tonumber(ARGV[1]))) do
+  local f = parse(redis.call('hget', KEYS[2], no))
+  if f[1] == 'L' then
+    out[#out + 1] = no
+    out[#out + 1] = f[2]
+  else
+    redis.call('zrem', KEYS[3], no)
+  end
+end
+return out
+`)
+
+// gateReap: KEYS = gate, holds, leases, ended; ARGV = order number,
+// generation, units of the order's ledger row (-1: no order), keep ms.
+// Ends a hold whose lease ended and that nothing renewed since it was
+// listed; returns the units given back.
+var gateReap = redis.NewScript(gateLib + `
+local now = now_ms()
+local no = ARGV[1]
+local f = parse(redis.call('hget', KEYS[2], no))
+if f[1] ~= 'L' or f[2] ~= ARGV[2] then return 0 end
+local lease = redis.call('zscore', KEYS[3], no)
+if lease and tonumber(lease) > now then return 0 end
+local qty, sold, ordered = tonumber(f[3]), tonumber(f[5]), tonumber(ARGV[3])
+if sold == 0 and ordered >= 0 then sold = math.min(ordered, qty) end
+give(qty - sold)
+if sold > 0 then finish(no, 'D', now, tonumber(ARGV[4])) else finish(no, 'R ' .. f[2], now, tonumber(ARGV[4])) end
+return qty - sold
+`)
+
+// gateLevelScript: KEYS = gate, holds, leases. Returns {exists, gate,
+// units in holds whose lease has not ended}.
+var gateLevelScript = redis.NewScript(gateLib + `
+local g = redis.call('get', KEYS[1])
+if not g then return {0, 0, 0} end
+local held = 0
+for _, no in ipairs(redis.call('zrangebyscore', KEYS[3], '(' .. now_ms(), '+inf')) do
+  local f = parse(redis.call('hget', KEYS[2], no))
+  if f[1] == 'L' then held = held + tonumber(f[3]) - tonumber(f[5]) end
+end
+return {1, tonumber(g), held}
+`)
+
+func (s *Service) gateKey(id int64) string {
+	return s.cfg.KeyPrefix + "gate:{" + strconv.FormatInt(id, 10) + "}"
+}
+
+// gateKeys are the gate and its hold keys, in the scripts' KEYS order.
+func (s *Service) gateKeys(id int64) []string {
+	g := s.gateKey(id)
+	return []string{g, g + ":holds", g + ":leases", g + ":ended"}
+}
+
+// gateLease is how long admitted units stay held for their request before
+// any instance may reap them. A request waits for the product lock
+// (LockWait) behind the batches queued before it, holds it (renewed past
+// LockTTL while a batch runs) and settles right after its batch commits,
+// so a live holder settles within a few lock waits and TTLs. The default is
+// ten times that, and at least a minute: reaping a live holder's units only
+// lets the gate admit too many for a moment (the database still refuses
+// them, and the holder takes its units back when it settles), while a dead
+// holder's units wait the whole lease to come back.
+func (s *Service) gateLease() time.Duration {
+	if s.cfg.GateLease > 0 {
+		return s.cfg.GateLease
+	}
+	return max(time.Minute, 10*(s.cfg.LockWait+s.cfg.LockTTL))
+}
+
+// Admission is what Admit took for one order; Settle ends it.
+type Admission struct {
+	productID int64
+	orderNo   string
+	quantity  int64
+	gen       string // the hold's generation; "" = nothing held
+}
+
+// Admit lets a want for order orderNo through the gate before it queues
+// for the product lock. It returns the admission (hand it to Settle once
+// the want's fate is known) when admitted (always, for products whose
+// strategy has no gate); ErrSoldOut or ErrInsufficientStock when the gate
+// is empty and the database agrees; ErrBusy when the gate is empty but
+// units are admitted and not committed yet.
+func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, quantity int64) (Admission, error) {
+	a := Admission{productID: productID, orderNo: orderNo, quantity: quantity}
+	if s.StrategyOf(productID) != RedisGate {
+		return a, nil
+	}
+	keys := s.gateKeys(productID)
+	gen := rand.Text()
+	reaped := false
+	for range 3 {
+		r, err := gateTake.Run(ctx, s.rdb, keys, orderNo, quantity, gen, s.gateLease().Milliseconds()).Slice()
+		if err != nil {
+			return a, err
+		}
+		switch code, _ := r[0].(int64); code {
+		case 1:
+			a.gen, _ = r[1].(string)
+			return a, nil
+		case 0:
+			if expired, _ := r[2].(int64); expired > 0 && !reaped {
+				// Units of a dead holder may be waiting: bring them back and ask again.
+				reaped = true
+				if _, err := s.reap(ctx, productID); err != nil {
+					return a, err
+				}
+				continue
+			}
+			// Refused. Units may still be in flight (admitted, not
+			// committed): that is "busy", not "sold out", until the
+			// database says so.
+			return a, s.refusal(ctx, productID, quantity)
+		}
+		// Not initialised (first use, or Redis lost it): seed from the database.
+		p, err := s.Get(ctx, productID)
+		if err != nil {
+			return a, err
+		}
+		s.rdb.SetNX(ctx, keys[0], p.Stock, 0)
+	}
+	return a, errors.New("inventory: gate could not be initialised")
+}
+
+// refusal is the error for a want the gate turned away.
+func (s *Service) refusal(ctx context.Context, productID, quantity int64) error {
+	p, err := s.Get(ctx, productID)
+	switch {
+	case err != nil:
+		return err
+	case p.Stock <= 0:
+		return ErrSoldOut
+	case p.Stock < quantity:
+		return ErrInsufficientStock
+	}
+	return ErrBusy
+}
+
+// Settle ends an admission once its want's fate is known: served (its
+// order was committed) keeps the units sold; not served gives them back to
+// the gate. An admission that took nothing settles without a call.
+func (s *Service) Settle(ctx context.Context, a Admission, served bool) {
+	if a.gen == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := gateSettle.Run(ctx, s.rdb, s.gateKeys(a.productID), a.orderNo, a.gen, a.quantity, boolArg(served), s.gateLease().Milliseconds()).Err()
+	if err != nil {
+		s.log.Warn("gate hold not settled (it is reaped when its lease ends)", "product_id", a.productID, "order_no", a.orderNo, "err", err)
+	}
+}
+
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reap ends the holds of productID whose lease ended: the units of a want
+// whose order the ledger shows stay sold, the rest go back to the gate. It
+// returns the units given back.
+func (s *Service) reap(ctx context.Context, productID int64) (int64, error) {
+	keys := s.gateKeys(productID)
+	pairs, err := gateExpired.Run(ctx, s.rdb, keys[:3], 100).StringSlice()
+	if err != nil || len(pairs) == 0 {
+		return 0, err
+	}
+	nos := make([]string, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		nos = append(nos, pairs[i])
+	}
+	// The order's ledger row is written in the order's transaction: it is
+	// there exactly when the want was served.
+	var rows []LedgerRow
+	err = s.db.WithContext(ctx).Select("order_no", "delta").
+		Where("order_no IN ? AND reason = ? AND product_id = ?", nos, ReasonOrder, productID).Find(&rows).Error
+	if err != nil {
+		return 0, err
+	}
+	sold := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		sold[*r.OrderNo] = -r.Delta
+	}
+	var given int64
+	for i := 0; i < len(pairs); i += 2 {
+		units, ok := sold[pairs[i]]
+		if !ok {
+			units = -1
+		}
+		n, err := gateReap.Run(ctx, s.rdb, keys, pairs[i], pairs[i+1], units, s.gateLease().Milliseconds()).Int64()
+		if err != nil {
+			return given, err
+		}
+		given += n
+	}
+	s.log.Info("gate: holds whose lease ended were reaped", "product_id", productID, "holds", len(nos), "units_returned", given)
+	return given, nil
+}
+
+// RunGateReaper reaps the gate holds whose lease ended, of every product
+// this instance deducts by redis-gate, every interval until ctx ends (0:
+// never; a refusal still reaps its product). Any instance may reap any
+// product: a reap is decided per hold, atomically, in Redis.
+func (s *Service) RunGateReaper(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.reapAll(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("gate reaper round failed (retried next round)", "err", err)
+		}
+	}
+}
+
+// reapAll reaps every gated product once.
+func (s *Service) reapAll(ctx context.Context) error {
+	if !s.gated() {
+		return nil
+	}
+	for after := int64(0); ; {
+		ps, err := s.List(ctx, after, 500)
+		if err != nil || len(ps) == 0 {
+			return err
+		}
+		for _, p := range ps {
+			if s.StrategyOf(p.ID) != RedisGate {
+				continue
+			}
+			if _, err := s.reap(ctx, p.ID); err != nil {
+				return err
+			}
+		}
+		after = ps[len(ps)-1].ID
+	}
+}
+
+// gated reports whether any product may be deducted by redis-gate here.
+func (s *Service) gated() bool {
+	if s.cfg.Strategy == RedisGate {
+		return true
+	}
+	s.labMu.RLock()
+	defer s.labMu.RUnlock()
+	for _, name := range s.labStrategy {
+		if name == RedisGate {
+			return true
+		}
+	}
+	return false
+}
+
+// gateAdd gives units back to the gate (restock, cancellation).
+func (s *Service) gateAdd(ctx context.Context, id, quantity int64) {
+	if s.StrategyOf(id) == RedisGate {
+		gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{s.gateKey(id)}, quantity)
+	}
+}
 
 // gateGive: KEYS = gate; ARGV = quantity. Adds only to an initialised gate
 // (an absent gate is rebuilt from the database when next needed).
@@ -31,77 +411,19 @@ if redis.call('exists', KEYS[1]) == 1 then return redis.call('incrby', KEYS[1], 
 return -1
 `)
 
-func (s *Service) gateKey(id int64) string {
-	return s.cfg.KeyPrefix + "gate:{" + strconv.FormatInt(id, 10) + "}"
-}
-
-// Admit lets a want through the gate before it queues for the product
-// lock. It returns nil when admitted (always, for products whose strategy
-// has no gate); ErrSoldOut or ErrInsufficientStock when the gate is empty
-// and the database agrees; ErrBusy when the gate is empty but units are
-// admitted and not committed yet. A want that was admitted and then not
-// served (refused, failed) is given back with Readmit.
-func (s *Service) Admit(ctx context.Context, productID, quantity int64) error {
-	if s.StrategyOf(productID) != RedisGate {
-		return nil
+// GateLevel reports, for the audit's Redis-vs-database check (R1), the
+// gate's counter and the units held for requests whose lease has not
+// ended, read at one instant; ok is false when there is no gate for the
+// product. Units in holds whose lease ended are in neither: until a reaper
+// brings them back they are lost.
+func (s *Service) GateLevel(ctx context.Context, id int64) (units, held int64, ok bool, err error) {
+	if s.StrategyOf(id) != RedisGate {
+		return 0, 0, false, nil
 	}
-	key := s.gateKey(productID)
-	for range 2 {
-		r, err := gateTake.Run(ctx, s.rdb, []string{key}, quantity).Int()
-		if err != nil {
-			return err
-		}
-		switch r {
-		case 0:
-			// Refused. Units may still be in flight (admitted, not
-			// committed): that is "busy", not "sold out", until the
-			// database says so.
-			p, err := s.Get(ctx, productID)
-			switch {
-			case err != nil:
-				return err
-			case p.Stock <= 0:
-				return ErrSoldOut
-			case p.Stock < quantity:
-				return ErrInsufficientStock
-			}
-			return ErrBusy
-		case 1:
-			return nil
-		}
-		// Not initialised (first use, or Redis lost it): seed from the database.
-		p, err := s.Get(ctx, productID)
-		if err != nil {
-			return err
-		}
-		s.rdb.SetNX(ctx, key, p.Stock, 0)
+	k := s.gateKeys(id)
+	r, err := gateLevelScript.Run(ctx, s.rdb, k[:3]).Int64Slice()
+	if err != nil {
+		return 0, 0, false, err
 	}
-	return errors.New("inventory: gate could not be initialised")
-}
-
-// Readmit gives an admitted want's units back to the gate.
-func (s *Service) Readmit(ctx context.Context, productID, quantity int64) {
-	if s.StrategyOf(productID) == RedisGate {
-		gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{s.gateKey(productID)}, quantity)
-	}
-}
-
-// gateAdd gives units back to the gate (restock, cancellation).
-func (s *Service) gateAdd(ctx context.Context, id, quantity int64) {
-	if s.cfg.Strategy == RedisGate {
-		gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{s.gateKey(id)}, quantity)
-	}
-}
-
-// GateLevel reports the gate's counter, for the audit's Redis-vs-database
-// check; ok is false when there is no gate for the product.
-func (s *Service) GateLevel(ctx context.Context, id int64) (int64, bool, error) {
-	if s.cfg.Strategy != RedisGate {
-		return 0, false, nil
-	}
-	v, err := s.rdb.Get(ctx, s.gateKey(id)).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
-	}
-	return v, err == nil, err
+	return r[1], r[2], r[0] == 1, nil
 }

@@ -54,6 +54,10 @@ type Config struct {
 	LockTTL   time.Duration
 	LockWait  time.Duration
 	KeyPrefix string // Redis prefix for the gate counters and the stock-returned channel
+	// GateLease is how long the redis-gate strategy holds admitted units for
+	// their request before any instance may reap them; 0 = the default
+	// (see gateLease).
+	GateLease time.Duration
 
 	// Lab faults, off by default.
 	PauseAfterLock   time.Duration

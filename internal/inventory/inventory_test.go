@@ -98,11 +98,12 @@ func deduct(ctx context.Context, s instance, id, quantity int64) error {
 // deductThen is deduct with more work in the same transaction (the order
 // book inserts its orders there).
 func deductThen(ctx context.Context, s instance, id, quantity int64, then func(tx *gorm.DB) error) error {
-	if err := s.Admit(ctx, id, quantity); err != nil {
+	no := fmt.Sprintf("T%d-%d", time.Now().UnixNano(), orderSeq.Add(1))
+	admitted, err := s.Admit(ctx, id, no, quantity)
+	if err != nil {
 		return err
 	}
-	no := fmt.Sprintf("T%d-%d", time.Now().UnixNano(), orderSeq.Add(1))
-	err := s.Guard(ctx, id, func(ctx context.Context, fence int64) error {
+	err = s.Guard(ctx, id, func(ctx context.Context, fence int64) error {
 		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			taken, err := s.DeductTx(ctx, tx, inventory.Take{ProductID: id, Fence: fence, Wants: []inventory.Want{{OrderNo: no, Quantity: quantity}}})
 			if err != nil {
@@ -117,9 +118,7 @@ func deductThen(ctx context.Context, s instance, id, quantity int64, then func(t
 			return nil
 		})
 	})
-	if err != nil {
-		s.Readmit(ctx, id, quantity)
-	}
+	s.Settle(ctx, admitted, err == nil)
 	return err
 }
 
@@ -251,9 +250,9 @@ func TestRedisGateGivesTokensBack(t *testing.T) {
 	ctx := context.Background()
 	gate := func() int64 {
 		t.Helper()
-		v, ok, err := s.GateLevel(ctx, id)
-		if err != nil || !ok {
-			t.Fatalf("gate level: %v (exists %v)", err, ok)
+		v, held, ok, err := s.GateLevel(ctx, id)
+		if err != nil || !ok || held != 0 {
+			t.Fatalf("gate level: %v (exists %v, held %d)", err, ok, held)
 		}
 		return v
 	}

@@ -201,7 +201,8 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 // or the strategy takes no lock) and waits for the batch's answer, whatever
 // ctx does: the batch runs to its end either way.
 func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
-	if err := s.inv.Admit(ctx, o.ProductID, o.Quantity); err != nil {
+	admitted, err := s.inv.Admit(ctx, o.ProductID, o.OrderNo, o.Quantity)
+	if err != nil {
 		return Order{}, false, err
 	}
 	r := &request{o: o, done: make(chan result, 1)}
@@ -211,9 +212,7 @@ func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
 		s.runBatch(o.ProductID, []*request{r})
 	}
 	res := <-r.done
-	if !res.created {
-		s.inv.Readmit(ctx, o.ProductID, o.Quantity)
-	}
+	s.inv.Settle(ctx, admitted, res.created)
 	switch {
 	case res.err != nil:
 		return Order{}, false, res.err

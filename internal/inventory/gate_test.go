@@ -1,0 +1,272 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/dbx"
+	"github.com/seckill-lab/shop/internal/inventory"
+)
+
+// A short lease, so a dead holder's units come back within the test.
+const testLease = 300 * time.Millisecond
+
+func (f *fixture) gated(t *testing.T) instance {
+	t.Helper()
+	return f.service(t, inventory.Config{Strategy: inventory.RedisGate, GateLease: testLease})
+}
+
+// level reads the gate and the units held for requests in flight.
+func level(t *testing.T, s instance, id int64) (units, held int64) {
+	t.Helper()
+	units, held, ok, err := s.GateLevel(context.Background(), id)
+	if err != nil || !ok {
+		t.Fatalf("gate level: %v (exists %v)", err, ok)
+	}
+	return units, held
+}
+
+// r1 runs the audit with the gate as its stock mirror and returns the
+// details of its R1 violations.
+func r1(t *testing.T, f *fixture, s instance, id int64) []string {
+	t.Helper()
+	r, err := audit.Check(context.Background(), f.db, audit.Options{ProductID: id, StockMirror: s.GateLevel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, v := range r.Violations {
+		if v.Invariant == audit.R1 {
+			out = append(out, v.Detail)
+		}
+	}
+	return out
+}
+
+// commit writes the want of order no the way a batch does (lock, fenced
+// update, ledger row), without touching the gate.
+func commit(t *testing.T, s instance, id int64, no string, quantity int64) {
+	t.Helper()
+	ctx := context.Background()
+	err := s.Guard(ctx, id, func(ctx context.Context, fence int64) error {
+		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+			taken, err := s.DeductTx(ctx, tx, inventory.Take{ProductID: id, Fence: fence, Wants: []inventory.Want{{OrderNo: no, Quantity: quantity}}})
+			if err != nil {
+				return err
+			}
+			return taken.Refused[0]
+		})
+	})
+	if err != nil {
+		t.Fatalf("commit %s: %v", no, err)
+	}
+}
+
+// waitFor polls cond until it holds or a generous deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestGateUnitsOfADeadHolderComeBack: an instance takes units from the gate
+// and dies before committing or giving them back. While its lease runs the
+// units are in flight (R1 clean); once it ended and before a reaper ran they
+// are lost (R1 flags the gate below the database); another instance's
+// reaper brings them back (R1 clean, every unit admittable again).
+func TestGateUnitsOfADeadHolderComeBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dead, alive := f.gated(t), f.gated(t)
+	id := f.product(t, alive, 5)
+	ctx := context.Background()
+
+	if _, err := dead.Admit(ctx, id, "dead-1", 2); err != nil {
+		t.Fatal(err)
+	}
+	// The process dies here: no commit, no Settle.
+	if u, h := level(t, alive, id); u != 3 || h != 2 {
+		t.Fatalf("after the admission: gate %d, held %d; want 3, 2", u, h)
+	}
+	if v := r1(t, f, alive, id); len(v) != 0 {
+		t.Fatalf("R1 while the units are in flight: %v", v)
+	}
+
+	time.Sleep(testLease + 50*time.Millisecond)
+	if v := r1(t, f, alive, id); len(v) != 1 || !strings.Contains(v[0], "2 units lost") {
+		t.Fatalf("R1 after the lease ended, before any reaper: %v; want 2 units lost", v)
+	}
+
+	bg, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); alive.RunGateReaper(bg, 20*time.Millisecond) }()
+	waitFor(t, "the reaper", func() bool { u, _ := level(t, alive, id); return u == 5 })
+	stop()
+	<-done
+	if u, h := level(t, alive, id); u != 5 || h != 0 {
+		t.Errorf("after the reaper: gate %d, held %d; want 5, 0", u, h)
+	}
+	if v := r1(t, f, alive, id); len(v) != 0 {
+		t.Errorf("R1 after the reaper: %v", v)
+	}
+	// All five can be sold.
+	if ok, errs := race(t, alive, id, 7); ok != 5 {
+		t.Errorf("selling after the reap: %d ok (errors %v), want 5", ok, errs)
+	}
+}
+
+// TestGateRefusalReaps: a gate emptied by a dead holder is reaped by the
+// next buyer it would refuse, without a background reaper.
+func TestGateRefusalReaps(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dead, alive := f.gated(t), f.gated(t)
+	id := f.product(t, alive, 2)
+	ctx := context.Background()
+	if _, err := dead.Admit(ctx, id, "dead-1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := deduct(ctx, alive, id, 1); !errors.Is(err, inventory.ErrBusy) {
+		t.Fatalf("buyer while the dead holder's lease runs: %v, want ErrBusy", err)
+	}
+	time.Sleep(testLease + 50*time.Millisecond)
+	if err := deduct(ctx, alive, id, 1); err != nil {
+		t.Fatalf("buyer after the lease ended: %v, want admitted and sold", err)
+	}
+	if u, h := level(t, alive, id); u != 1 || h != 0 {
+		t.Errorf("gate %d, held %d; want 1, 0", u, h)
+	}
+}
+
+// TestGateReapKeepsSoldUnits: a holder that died after its commit and before
+// settling sold its units: the reaper finds the order's ledger row and gives
+// nothing back.
+func TestGateReapKeepsSoldUnits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.gated(t)
+	id := f.product(t, s, 5)
+	ctx := context.Background()
+	if _, err := s.Admit(ctx, id, "sold-1", 2); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, id, "sold-1", 2)
+	time.Sleep(testLease + 50*time.Millisecond)
+	// A refusal reaps: ask for more than the gate has.
+	if err := deduct(ctx, s, id, 4); !errors.Is(err, inventory.ErrInsufficientStock) {
+		t.Fatalf("asking for 4 of 3: %v, want ErrInsufficientStock", err)
+	}
+	if u, h := level(t, s, id); u != 3 || h != 0 {
+		t.Errorf("gate %d, held %d; want 3 (sold units stay sold), 0", u, h)
+	}
+	// A repeat of the sold order number takes nothing: it can only replay.
+	a, err := s.Admit(ctx, id, "sold-1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Settle(ctx, a, false)
+	if u, _ := level(t, s, id); u != 3 {
+		t.Errorf("gate after a repeat of a sold order = %d, want 3", u)
+	}
+}
+
+// TestGateSlowHolderAfterReap: a holder that was only slow commits after its
+// hold was reaped (its units given back, no order then). Its settle takes
+// the units back, so the gate ends equal to the database.
+func TestGateSlowHolderAfterReap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	slow, other := f.gated(t), f.gated(t)
+	id := f.product(t, other, 5)
+	ctx := context.Background()
+	a, err := slow.Admit(ctx, id, "slow-1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(testLease + 50*time.Millisecond)
+	// A refusal reaps: the units come back while no order exists.
+	if err := deduct(ctx, other, id, 6); !errors.Is(err, inventory.ErrInsufficientStock) {
+		t.Fatalf("asking for 6 of 5: %v, want ErrInsufficientStock", err)
+	}
+	if u, h := level(t, other, id); u != 5 || h != 0 {
+		t.Fatalf("after the reap: gate %d, held %d; want 5, 0", u, h)
+	}
+	commit(t, slow, id, "slow-1", 2)
+	slow.Settle(ctx, a, true)
+	if u, h := level(t, other, id); u != 3 || h != 0 {
+		t.Errorf("after the slow holder's commit: gate %d, held %d; want 3 (= stock), 0", u, h)
+	}
+	if v := r1(t, f, other, id); len(v) != 0 {
+		t.Errorf("R1: %v", v)
+	}
+}
+
+// TestGateSharedOrderNumber: requests for one order number share its hold;
+// the units the order took stay sold, the rest come back once all settle.
+func TestGateSharedOrderNumber(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.gated(t)
+	id := f.product(t, s, 10)
+	ctx := context.Background()
+	small, err := s.Admit(ctx, id, "twin-1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := s.Admit(ctx, id, "twin-1", 3) // the same key, another quantity
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, h := level(t, s, id); u != 7 || h != 3 {
+		t.Fatalf("two requests for one number: gate %d, held %d; want 7, 3", u, h)
+	}
+	commit(t, s, id, "twin-1", 1)
+	s.Settle(ctx, small, true)
+	if u, h := level(t, s, id); u != 7 || h != 2 {
+		t.Fatalf("after the sale: gate %d, held %d; want 7, 2", u, h)
+	}
+	s.Settle(ctx, big, false) // refused: its key was used for another request
+	if u, h := level(t, s, id); u != 9 || h != 0 {
+		t.Errorf("after both settled: gate %d, held %d; want 9, 0", u, h)
+	}
+}
+
+// TestAuditFlagsUnitsLostWithoutHold: units gone from the gate that no
+// hold accounts for (what a dead process left before holds existed) are
+// R1's fault, not only a gate above the database.
+func TestAuditFlagsUnitsLostWithoutHold(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.gated(t)
+	id := f.product(t, s, 5)
+	if err := deduct(context.Background(), s, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if v := r1(t, f, s, id); len(v) != 0 {
+		t.Fatalf("R1 after a sale: %v", v)
+	}
+	gate := f.prefix + "gate:{" + strconv.FormatInt(id, 10) + "}"
+	if err := f.rdb.DecrBy(context.Background(), gate, 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := r1(t, f, s, id); len(v) != 1 || !strings.Contains(v[0], "2 units lost") {
+		t.Errorf("R1 with 2 units gone from the gate: %v; want 2 units lost", v)
+	}
+	if err := f.rdb.IncrBy(context.Background(), gate, 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := r1(t, f, s, id); len(v) != 1 || !strings.Contains(v[0], "1 too many") {
+		t.Errorf("R1 with the gate one above the database: %v; want 1 too many", v)
+	}
+}
