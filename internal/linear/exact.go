@@ -230,18 +230,43 @@ func judgeStock(ctx context.Context, h History, defs, opts []unit) (fails []Fail
 }
 
 // oversell is the smallest set of creations that do not fit in the stock:
-// the largest first.
+// the largest first. When all take the same quantity any few enough will
+// do, so it picks creations that ran one after another where it can (a
+// chain: porcupine then draws the set at once, and it reads best), and
+// answered ones before those a replay proves.
 func oversell(h History, defs []unit, total int64) Failure {
 	s := slices.Clone(defs)
-	slices.SortStableFunc(s, func(a, b unit) int { // the largest first, answered ones before proven ones
+	end := func(u unit) int64 {
+		if u.proof >= 0 {
+			return h.Ops[u.proof].Return
+		}
+		return h.Ops[u.op].Return
+	}
+	slices.SortStableFunc(s, func(a, b unit) int {
 		if a.q != b.q {
 			return compareInt(b.q, a.q)
 		}
 		if (a.proof < 0) != (b.proof < 0) {
-			return compareInt(int64(b.proof), int64(a.proof))
+			if a.proof < 0 {
+				return -1
+			}
+			return 1
 		}
-		return compareInt(a.call, b.call)
+		return compareInt(end(a), end(b))
 	})
+	if q := s[0].q; s[len(s)-1].q == q {
+		need := int(h.Stock/q) + 1
+		var chain, rest []unit
+		last := int64(math.MinInt64)
+		for _, u := range s {
+			if len(chain) < need && u.proof < 0 && h.Ops[u.op].Call > last {
+				chain, last = append(chain, u), end(u)
+				continue
+			}
+			rest = append(rest, u)
+		}
+		s = append(chain, rest...)
+	}
 	var sum int64
 	var ops []int
 	n := 0
