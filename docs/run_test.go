@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -234,6 +235,7 @@ func TestRunnableBlocks(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	t.Run("metric-names", func(t *testing.T) { checkMetricNames(t, e) })
 
 	for _, rs := range runs {
 		t.Run(strings.TrimSuffix(rs[0].c.base, ".md"), func(t *testing.T) {
@@ -459,6 +461,67 @@ func TestCapabilitiesProbed(t *testing.T) {
 	for c := range capabilityProbes {
 		if !slices.Contains(knownCapabilities, c) {
 			t.Errorf("probe %q is not in knownCapabilities", c)
+		}
+	}
+}
+
+// checkMetricNames: every shop_* metric a chapter names exists, read from
+// the test shop's /metrics after the chapters ran (so most have samples),
+// or else declared in the code (a vector that got no sample yet).
+func checkMetricNames(t *testing.T, e *shopEnv) {
+	resp, err := http.Get(e.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	served := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^# HELP (shop_\w+)`).FindAllStringSubmatch(string(body), -1) {
+		served[m[1]] = true
+	}
+	var sources []string
+	_ = filepath.WalkDir(filepath.Join(e.root, "internal"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			b, _ := os.ReadFile(p)
+			sources = append(sources, string(b))
+		}
+		return nil
+	})
+	// declared: some file has Name: "<rest>", or Subsystem: "<sub>" and
+	// Name: "<rest after sub_>" (the shop's metrics are all namespace shop).
+	declared := func(name string) bool {
+		rest := strings.TrimPrefix(name, "shop_")
+		for _, src := range sources {
+			if strings.Contains(src, `Name: "`+rest+`"`) {
+				return true
+			}
+			for i := 1; i < len(rest); i++ {
+				if rest[i] == '_' && strings.Contains(src, `Subsystem: "`+rest[:i]+`"`) && strings.Contains(src, `Name: "`+rest[i+1:]+`"`) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	nameRE := regexp.MustCompile(`\bshop_[a-z_]+[a-z]`)
+	for _, lang := range langs {
+		for _, c := range chapters(t, lang) {
+			b, err := os.ReadFile(c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, name := range nameRE.FindAllString(string(b), -1) {
+				base := name
+				for _, suf := range []string{"_bucket", "_sum", "_count"} {
+					base = strings.TrimSuffix(base, suf)
+				}
+				if seen[base] || served[base] || served[name] || declared(base) {
+					continue
+				}
+				seen[base] = true
+				t.Errorf("%s names the metric %s, which the shop does not have (any more)", c.path, name)
+			}
 		}
 	}
 }
