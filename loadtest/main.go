@@ -52,6 +52,7 @@ type options struct {
 	mysqlDSN       string
 	redisURL       string
 	strategy       string
+	expect5xx      []string // statuses (e.g. a load balancer's 504) A1 does not count against the shop
 	linear         loadgen.LinearOptions
 	noLinear       bool
 	bench          benchOptions
@@ -89,6 +90,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", getenv("SHOP_MYSQL_DSN"), "MySQL/MariaDB server DSN; each run gets a fresh database loadtest_<random> ($SHOP_MYSQL_DSN; empty: SQLite)")
 	fs.StringVar(&o.redisURL, "redis-url", getenv("SHOP_REDIS_URL"), "Redis to share, under a fresh key prefix per run ($SHOP_REDIS_URL; empty: a private redis-server, or in-process)")
 	fs.StringVar(&o.strategy, "strategy", platform.StrategyLockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
+	expect5xx := fs.String("expect-5xx", "", "comma-separated 5xx statuses that are not the shop's (e.g. 502,504 from a load balancer in front of --target); any other 5xx but 503 fails the run")
 	linearOn := fs.Bool("linearizability", true, "check every product's client history for linearizability (exact checker; porcupine pictures with --report)")
 	fs.DurationVar(&o.linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
 	fs.IntVar(&o.linear.PictureOps, "linear-picture-ops", 1000, "draw a linearizable product's whole history when it has at most this many operations")
@@ -105,6 +107,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	o.noLinear = !*linearOn
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *expect5xx != "" {
+		o.expect5xx = strings.Split(*expect5xx, ",")
 	}
 	for _, s := range strings.Split(*scenario, ",") {
 		s = strings.TrimSpace(s)

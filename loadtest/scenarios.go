@@ -65,7 +65,7 @@ func (h *harness) run(ctx context.Context, name string) scenarioReport {
 	case failoverCluster, failoverSentinel:
 		r = h.failover(ctx, name)
 	}
-	checkA1(&r)
+	checkA1(&r, h.o.expect5xx)
 	r.Name, r.Started, r.Elapsed = name, start, time.Since(start)
 	r.ViaAPI = len(h.o.targets) > 0
 	if r.Error != "" {
