@@ -362,7 +362,7 @@ func (s *Service) RunGateReaper(ctx context.Context, interval time.Duration) {
 
 // reapAll reaps every gated product once.
 func (s *Service) reapAll(ctx context.Context) error {
-	if !s.gated() {
+	if !s.anyGated() {
 		return nil
 	}
 	for after := int64(0); ; {
@@ -382,8 +382,8 @@ func (s *Service) reapAll(ctx context.Context) error {
 	}
 }
 
-// gated reports whether any product may be deducted by redis-gate here.
-func (s *Service) gated() bool {
+// anyGated reports whether any product may be deducted by redis-gate here.
+func (s *Service) anyGated() bool {
 	if s.cfg.Strategy == RedisGate {
 		return true
 	}
