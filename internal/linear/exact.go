@@ -292,7 +292,7 @@ type filler struct {
 	next     int
 	unitOnly bool
 	count    int64    // unitOnly: optional units taken so far
-	reach_   []uint64 // otherwise: bitset of reachable sums 0..capacity
+	sums     []uint64 // otherwise: bitset of reachable sums 0..capacity
 }
 
 func newFiller(capacity int64, opts []unit) *filler {
@@ -303,8 +303,8 @@ func newFiller(capacity int64, opts []unit) *filler {
 		}
 	}
 	if !f.unitOnly {
-		f.reach_ = make([]uint64, capacity/64+1)
-		f.reach_[0] = 1
+		f.sums = make([]uint64, capacity/64+1)
+		f.sums[0] = 1
 	}
 	return f
 }
@@ -326,13 +326,13 @@ func (f *filler) reach(ctx context.Context, t, need int64) (best int64, ok bool,
 		if f.next%64 == 0 && ctx.Err() != nil {
 			return 0, false, ctx.Err()
 		}
-		orShift(f.reach_, f.opts[f.next].q, f.capacity)
+		orShift(f.sums, f.opts[f.next].q, f.capacity)
 		f.next++
 	}
 	best = -1
-	for w := len(f.reach_) - 1; w >= 0 && best < 0; w-- {
-		if f.reach_[w] != 0 {
-			best = int64(w*64 + 63 - bits.LeadingZeros64(f.reach_[w]))
+	for w := len(f.sums) - 1; w >= 0 && best < 0; w-- {
+		if f.sums[w] != 0 {
+			best = int64(w*64 + 63 - bits.LeadingZeros64(f.sums[w]))
 		}
 	}
 	if best < need {
@@ -340,11 +340,11 @@ func (f *filler) reach(ctx context.Context, t, need int64) (best int64, ok bool,
 	}
 	for b := int64(0); b < min(need, f.capacity+1); b++ { // drop the choices that give too little
 		if b%64 == 0 && b+64 <= need {
-			f.reach_[b/64] = 0
+			f.sums[b/64] = 0
 			b += 63
 			continue
 		}
-		f.reach_[b/64] &^= 1 << (b % 64)
+		f.sums[b/64] &^= 1 << (b % 64)
 	}
 	return best, true, nil
 }
