@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -101,7 +102,9 @@ type benchRate struct {
 	Seconds  float64        `json:"seconds"`
 	PerSec   float64        `json:"per_s"` // answers with the expected status per second
 	P50      time.Duration  `json:"p50_ns"`
+	P90      time.Duration  `json:"p90_ns"`
 	P99      time.Duration  `json:"p99_ns"`
+	Max      time.Duration  `json:"max_ns"`
 	Answers  map[string]int `json:"answers"`
 }
 
@@ -177,7 +180,7 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 	br.Targets = benchTargets(br)
 	if len(br.Orders) > 0 { // the summary line shows the one-instance hot product
 		l := br.Orders[0].Load
-		r.Summary = loadgen.Summary{Requests: l.Requests, Duration: time.Duration(l.Seconds * float64(time.Second)), P50: l.P50, P99: l.P99,
+		r.Summary = loadgen.Summary{Requests: l.Requests, Duration: time.Duration(l.Seconds * float64(time.Second)), P50: l.P50, P90: l.P90, P99: l.P99, Max: l.Max,
 			Throughput: float64(l.Requests) / l.Seconds, ByOutcome: l.Answers}
 	}
 	r.Pass = r.Error == ""
@@ -515,9 +518,10 @@ func (u *benchUsers) headers(n int) []string {
 // benchLoad is a closed loop of clients sending one kind of request.
 type benchLoad struct {
 	method, path string
-	want         int         // the status that counts
-	wantCode     string      // and its problem code, if any
-	users        *benchUsers // nil: no token; else every request a new user
+	want         int           // the status that counts
+	wantCode     string        // and its problem code, if any
+	users        *benchUsers   // nil: no token; else every request a new user
+	timeout      time.Duration // for an answer's head; 0: 30 s
 }
 
 // benchPool bounds the tokens minted before a phase; past them each client
@@ -547,7 +551,7 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 		}
 		return m.bearer(l.users.take(1))
 	}
-	tr := benchTransport(clients)
+	tr := benchTransport(clients, cmp.Or(l.timeout, 30*time.Second))
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	start := time.Now()
@@ -579,7 +583,7 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 		q := func(p float64) time.Duration {
 			return time.Duration(lat[min(len(lat)-1, int(p*float64(len(lat))))]) * time.Microsecond
 		}
-		out.P50, out.P99 = q(0.50), q(0.99)
+		out.P50, out.P90, out.P99, out.Max = q(0.50), q(0.90), q(0.99), q(1)
 	}
 	if good == 0 {
 		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.want, l.wantCode), out.Requests, answersText(out.Answers))
@@ -709,13 +713,13 @@ func answersText(m map[string]int) string { return outcomes(m) }
 
 // benchTransport keeps one idle connection per client (keep-alive all the
 // way) and adds nothing the shop's answers do not need.
-func benchTransport(clients int) *http.Transport {
+func benchTransport(clients int, timeout time.Duration) *http.Transport {
 	return &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:          clients,
 		MaxIdleConnsPerHost:   clients,
 		IdleConnTimeout:       time.Minute,
-		ResponseHeaderTimeout: 30 * time.Second,
+		ResponseHeaderTimeout: timeout,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
 	}
@@ -758,6 +762,9 @@ func benchMemoryPhase(ctx context.Context, c *cluster, l benchLoad, o benchOptio
 			}
 		}
 	}()
+	// Clients beyond the shop's connection cap wait in the listen backlog;
+	// after 5 s without an answer they count as "no answer".
+	l.timeout = 5 * time.Second
 	out.Load, err = l.run(ctx, c.urls()[:1], o.rssClients, 0, o.rssDuration)
 	close(stop)
 	out.MaxRSSMB = <-sampled
