@@ -1,5 +1,5 @@
 // Package audit checks, from the database alone, the invariants of
-// INVARIANTS.md that rows can show: inventory (I1-I4), orders (O1-O2) and
+// docs/invariants.md that rows can show: inventory (I1-I4), orders (O1-O2) and
 // money (M1-M2), plus optionally a Redis stock mirror against the database
 // (R1). It is the one checker behind GET /api/v1/admin/audit, `shop verify`
 // and the load-test harness, so all three judge a run by the same rules.
@@ -24,7 +24,7 @@ import (
 // HTTP layer can answer 404 rather than an empty, passing report.
 var ErrNotFound = errors.New("audit: product not found")
 
-// Invariant identifiers, as INVARIANTS.md names them.
+// Invariant identifiers, as docs/invariants.md names them.
 const (
 	I1 = "I1" // stock >= 0
 	I2 = "I2" // added = stock + units held by orders not cancelled

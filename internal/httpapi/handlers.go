@@ -19,7 +19,7 @@ import (
 	"github.com/seckill-lab/shop/internal/payment"
 )
 
-// maxID keeps ids safe in JavaScript (API.md: below 2^53).
+// maxID keeps ids safe in JavaScript (docs/api.md: below 2^53).
 const maxID = 1 << 53
 
 // api holds the handlers' dependencies.

@@ -31,7 +31,7 @@ func (r response) write(c *gin.Context, replayed bool) {
 }
 
 // storedCodes are the business outcomes a stored idempotency record may
-// replay (API.md); 2xx are stored too. Everything else frees the key.
+// replay (docs/api.md); 2xx are stored too. Everything else frees the key.
 var storedCodes = map[string]bool{
 	"not_found": true, "insufficient_stock": true, "insufficient_funds": true,
 	"already_paid": true, "invalid_state": true,
@@ -64,7 +64,7 @@ type idemMode struct {
 }
 
 // idemRequest is a request's idempotency identity, read from its headers
-// before the body is validated (API.md's order of checks).
+// before the body is validated (docs/api.md's order of checks).
 type idemRequest struct {
 	key       string // the client's Idempotency-Key, "" when none
 	formToken string // X-Form-Token, "" when none

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MaxBody is API.md's body limit: larger bodies get 413 body_too_large.
+// MaxBody is docs/api.md's body limit: larger bodies get 413 body_too_large.
 const MaxBody = 65536
 
 const (
@@ -153,7 +153,7 @@ func recovery() gin.HandlerFunc {
 }
 
 // readBody enforces the body limit before anything else looks at the
-// request (API.md: 413 is checked first), counting bytes as they are read so
+// request (docs/api.md: 413 is checked first), counting bytes as they are read so
 // chunked bodies are limited too, and keeps the bytes for later stages.
 func readBody() gin.HandlerFunc {
 	return func(c *gin.Context) {

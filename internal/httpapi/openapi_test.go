@@ -148,7 +148,7 @@ func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 	}
 	walk(all)
 
-	// Problem.code is exactly the code table of problem.go (API.md's list).
+	// Problem.code is exactly the code table of problem.go (docs/api.md's list).
 	var problem struct {
 		Properties struct {
 			Code struct {
@@ -220,7 +220,7 @@ func TestOpenAPIDocumentIsConsistent(t *testing.T) {
 	}
 }
 
-// wantSecurity is API.md's rule: public routes, admin routes, user routes.
+// wantSecurity is docs/api.md's rule: public routes, admin routes, user routes.
 func wantSecurity(path, method string) []string {
 	switch {
 	case !strings.HasPrefix(path, "/api/"), path == "/api/v1/auth/token",

@@ -260,7 +260,7 @@ func (s *payShop) metric(name string) float64 {
 }
 
 // payUntilFinal repeats a pay while it is in flight elsewhere (409
-// idempotency_key_in_use) or busy (503), as API.md allows.
+// idempotency_key_in_use) or busy (503), as docs/api.md allows.
 func (s *payShop) payUntilFinal(tok, orderNo, key string) payReply {
 	for range 200 {
 		r := s.pay(tok, orderNo, key)

@@ -37,13 +37,13 @@ type Problem struct {
 	Errors   map[string]string `json:"errors,omitempty"`
 }
 
-// codeInfo is one row of API.md's error-code table.
+// codeInfo is one row of docs/api.md's error-code table.
 type codeInfo struct {
 	status int
 	title  string
 }
 
-// codes is the complete error-code table of API.md.
+// codes is the complete error-code table of docs/api.md.
 var codes = map[string]codeInfo{
 	"body_too_large":          {http.StatusRequestEntityTooLarge, "Request body too large"},
 	"invalid_json":            {http.StatusBadRequest, "Malformed JSON"},

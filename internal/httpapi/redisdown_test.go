@@ -76,7 +76,7 @@ func TestRedisDown(t *testing.T) {
 	in.anon(t).do("GET", "/readyz", nil).want(t, http.StatusServiceUnavailable, "not_ready")
 
 	// A seckill repeat of a buyer who has an order is answered from the
-	// database (API.md), though the processed marker is gone with Redis.
+	// database (docs/api.md), though the processed marker is gone with Redis.
 	r = u1.seckill(p.ID)
 	noServerError(r)
 	if r.want(t, http.StatusOK, "") && (!r.replayed() || r.order(t).OrderNo != sk.order(t).OrderNo) {

@@ -35,7 +35,7 @@ var (
 
 // ParseKey validates an Idempotency-Key header value and returns the key.
 //
-// The key is 1-255 characters of A-Z a-z 0-9 - _ . : (API.md). ';' is left
+// The key is 1-255 characters of A-Z a-z 0-9 - _ . : (docs/api.md). ';' is left
 // out on purpose: in a bare value it would read as RFC 8941 parameters. The
 // RFC 8941 string form "abc" names the same key as abc, and the length counts
 // inside the quotes. Surrounding spaces and tabs are ignored, as HTTP does.

@@ -32,7 +32,7 @@ type Tokens struct {
 }
 
 // NewTokens returns tokens kept under prefix for ttl; ttl <= 0 means
-// 5 minutes (API.md). Tokens always expire.
+// 5 minutes (docs/api.md). Tokens always expire.
 func NewTokens(rdb redis.UniversalClient, prefix string, ttl time.Duration) *Tokens {
 	if ttl <= 0 {
 		ttl = 5 * time.Minute

@@ -11,7 +11,7 @@ import (
 	"github.com/seckill-lab/shop/internal/linear"
 )
 
-// Invariants the client records judge (INVARIANTS.md), beside audit's.
+// Invariants the client records judge (docs/invariants.md), beside audit's.
 const (
 	O3 = "O3" // every acknowledged order exists, as asked
 	O4 = "O4" // every replay names the first order

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill-lab/shop/internal/audit"
 )
 
-// Client speaks the shop's HTTP API (API.md) to one or more instances.
+// Client speaks the shop's HTTP API (docs/api.md) to one or more instances.
 type Client struct {
 	BaseURLs   []string
 	AdminToken string

@@ -13,7 +13,7 @@ import (
 	"github.com/seckill-lab/shop/internal/order"
 )
 
-// MaxCreditCents is the largest single credit (API.md).
+// MaxCreditCents is the largest single credit (docs/api.md).
 const MaxCreditCents = 1_000_000_000
 
 // Credit adds amount cents to the user's wallet, creating it if missing.
