@@ -1,5 +1,5 @@
 // The demo page's behaviour: every call below is a plain fetch of the API in
-// API.md, so this file doubles as a worked example of a well-behaved client
+// docs/api.md, so this file doubles as a worked example of a well-behaved client
 // (a fresh Idempotency-Key per user action, the same key on a retry, errors
 // read from problem+json).
 'use strict';
