@@ -2,27 +2,29 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill-lab/shop/internal/audit"
 	"github.com/seckill-lab/shop/internal/httpapi/web"
-	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/internal/inventory"
 )
 
 // The lab race is the demo page's flash sale: POST /api/v1/admin/lab/races
 // starts N simulated buyers, each a distinct demo user, that send real HTTP
 // requests to this instance's own listen address; GET .../races/{id} is its
-// progress. The page polls it: a browser's EventSource cannot send the admin
+// progress. A race with two strategies runs two sides at once (labrace.go). The page polls it: a browser's EventSource cannot send the admin
 // bearer token, and a token in a URL ends up in logs.
 
 // MaxRaceBuyers bounds one lab race; more is 400 invalid_request.
@@ -52,52 +54,14 @@ func SelfURL(addr net.Addr) string {
 	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
 }
 
-// raceSpec is one race as a racer runs it.
-type raceSpec struct {
-	baseURL     string
-	adminToken  string
-	productID   int64
-	buyers      int
-	concurrency int
-}
+// labProductPrefix starts the name of every product a lab race creates, so
+// the demo page can keep race products out of the shopper's list (app.js
+// filters on the same prefix; TestDemoPage checks they agree).
+const labProductPrefix = "Lab race "
 
-// raceTally is what the buyers saw so far, as the racer last reported it.
-type raceTally struct {
-	sent, created, replayed, soldOut, busy, errors, buyersDone atomic.Int64
-	racingSince                                                atomic.Pointer[time.Time] // nil while the buyers log in
-}
-
-// update takes a loadgen progress report.
-func (t *raceTally) update(st loadgen.Stats) {
-	o := st.ByOutcome
-	created, replayed, soldOut, busy := o["201"], o["200 replay"], o["409 sold_out"], o["503 busy"]
-	t.sent.Store(int64(st.Done))
-	t.created.Store(int64(created))
-	t.replayed.Store(int64(replayed))
-	t.soldOut.Store(int64(soldOut))
-	t.busy.Store(int64(busy))
-	t.errors.Store(int64(st.Done - created - replayed - soldOut - busy))
-	// busy answers and failures are resent; every other answer is final
-	t.buyersDone.Store(int64(max(0, st.Done-busy-st.Errors)))
-	since := time.Now().Add(-st.Elapsed)
-	t.racingSince.CompareAndSwap(nil, &since)
-}
-
-// racer runs the buyers of one race and returns when each has its final
-// answer or ctx ends.
-type racer func(ctx context.Context, s raceSpec, t *raceTally) error
-
-// loadgenRacer runs the buyers with internal/loadgen, the load-test
-// harness's own race code: each buyer logs in through the demo login, then
-// sends its seckill request, resent (same buyer) after 503 busy.
-func loadgenRacer(ctx context.Context, s raceSpec, t *raceTally) error {
-	_, err := loadgen.Race(ctx, loadgen.Config{
-		BaseURLs: []string{s.baseURL}, AdminToken: s.adminToken, ProductID: s.productID,
-		Users: s.buyers, Concurrency: s.concurrency, MaxResends: raceBusyResends,
-		Progress: t.update, ProgressEvery: raceSampleEvery,
-	})
-	return err
-}
+// raceStrategies are the stock strategies a race side may use, in the order
+// the page offers them.
+var raceStrategies = []string{inventory.LockFence, inventory.Naive, inventory.Lock, inventory.Conditional, inventory.RedisGate}
 
 // lab holds the races of this instance; they live in its memory only.
 type lab struct {
@@ -127,142 +91,50 @@ func newLab(a *api, d Deps) *lab {
 	return &lab{a: a, log: d.Log, bg: bg, selfURL: self, switches: d.LabSwitches, racer: loadgenRacer, adminToken: d.AdminToken, races: map[string]*race{}}
 }
 
-// race is one race's state.
-type race struct {
-	id           string
-	productID    int64
-	buyers       int
-	concurrency  int
-	strategy     string
-	initialStock int64
-	startedAt    time.Time
-	tally        raceTally
-
-	mu         sync.Mutex
-	stock      int64
-	series     []racePoint
-	every      time.Duration
-	lastSample time.Time
-	auditing   bool
-	finishedAt *time.Time
-	report     *audit.Report
-	err        string
-}
-
-type racePoint struct {
-	TMS     int64 `json:"t_ms"`
-	Sent    int64 `json:"sent"`
-	Created int64 `json:"created"`
-	SoldOut int64 `json:"sold_out"`
-	Busy    int64 `json:"busy"`
-	Stock   int64 `json:"stock"`
-}
-
-// raceView is the progress of a race (API: GET /api/v1/admin/lab/races/{id}).
-type raceView struct {
-	RaceID        string        `json:"race_id"`
-	Phase         string        `json:"phase"` // login, race, audit, done
-	ProductID     int64         `json:"product_id"`
-	Buyers        int           `json:"buyers"`
-	Concurrency   int           `json:"concurrency"`
-	StockStrategy string        `json:"stock_strategy"`
-	InitialStock  int64         `json:"initial_stock"`
-	StartedAt     string        `json:"started_at"`
-	FinishedAt    *string       `json:"finished_at"`
-	ElapsedMS     int64         `json:"elapsed_ms"`
-	Sent          int64         `json:"sent"`
-	Created       int64         `json:"created"`
-	Replayed      int64         `json:"replayed"`
-	SoldOut       int64         `json:"sold_out"`
-	Busy          int64         `json:"busy"`
-	Errors        int64         `json:"errors"`
-	BuyersDone    int64         `json:"buyers_done"`
-	Stock         int64         `json:"stock"`
-	Oversold      int64         `json:"oversold"`
-	Done          bool          `json:"done"`
-	Audit         *audit.Report `json:"audit"`
-	Error         *string       `json:"error"`
-	Series        []racePoint   `json:"series"`
-}
-
-func (r *race) view() raceView {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	end := time.Now()
-	var fin *string
-	if r.finishedAt != nil {
-		end = *r.finishedAt
-		fin = tsPtr(r.finishedAt)
-	}
-	v := raceView{
-		RaceID: r.id, ProductID: r.productID, Buyers: r.buyers, Concurrency: r.concurrency,
-		StockStrategy: r.strategy, InitialStock: r.initialStock, StartedAt: ts(r.startedAt), FinishedAt: fin,
-		ElapsedMS: end.Sub(r.startedAt).Milliseconds(),
-		Sent:      r.tally.sent.Load(), Created: r.tally.created.Load(), Replayed: r.tally.replayed.Load(),
-		SoldOut: r.tally.soldOut.Load(), Busy: r.tally.busy.Load(), Errors: r.tally.errors.Load(),
-		BuyersDone: r.tally.buyersDone.Load(), Stock: r.stock, Done: r.finishedAt != nil, Audit: r.report,
-		Series: append([]racePoint{}, r.series...),
-	}
-	v.Oversold = max(0, v.Created-r.initialStock)
-	switch {
-	case v.Done:
-		v.Phase = "done"
-	case r.auditing:
-		v.Phase = "audit"
-	case r.tally.racingSince.Load() == nil:
-		v.Phase = "login"
-	default:
-		v.Phase = "race"
-	}
-	if r.err != "" {
-		v.Error = &r.err
-	}
-	return v
-}
-
-// sample records the counters and the product's stock, thinning the series
-// so a long race keeps a bounded one.
-func (r *race) sample(ctx context.Context, a *api, force bool) {
-	now := time.Now()
-	since := r.tally.racingSince.Load()
-	r.mu.Lock()
-	due := force || (since != nil && now.Sub(r.lastSample) >= r.every)
-	r.mu.Unlock()
-	if !due {
-		return
-	}
-	t0 := now
-	if since != nil {
-		t0 = *since
-	}
-	p, err := a.products.Get(ctx, r.productID)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err == nil {
-		r.stock = p.Stock
-	}
-	r.lastSample = now
-	r.series = append(r.series, racePoint{
-		TMS: max(0, now.Sub(t0).Milliseconds()), Sent: r.tally.sent.Load(), Created: r.tally.created.Load(),
-		SoldOut: r.tally.soldOut.Load(), Busy: r.tally.busy.Load(), Stock: r.stock,
-	})
-	if len(r.series) >= raceMaxSamples {
-		kept := r.series[:0]
-		for i, s := range r.series {
-			if i%2 == 0 || i == len(r.series)-1 {
-				kept = append(kept, s)
-			}
+// labPaused says whether the lab pause (a lock holder paused past its TTL)
+// is on in this instance: without it the plain lock strategy never oversells.
+func (l *lab) labPaused() bool {
+	for _, s := range l.switches {
+		if strings.HasPrefix(s, "lab-pause-after-lock") {
+			return true
 		}
-		r.series = kept
-		r.every *= 2
 	}
+	return false
+}
+
+type raceStrategy struct {
+	Name      string `json:"name"`
+	Oversells bool   `json:"oversells"` // can oversell in this instance as it runs now
+	Note      string `json:"note"`
+}
+
+// strategies describes each race strategy as it behaves in this instance.
+func (l *lab) strategies() []raceStrategy {
+	lockNote := "a lock without a fencing token: safe until a holder outlives its lease; this instance runs without the lab pause (--lab-pause-after-lock), so it will not oversell here"
+	if l.labPaused() {
+		lockNote = "a lock without a fencing token: the lab pause is on, so a holder paused past its TTL writes after the next holder and oversells"
+	}
+	notes := map[string]string{
+		inventory.LockFence:   "the safe default: a Redis lock per product, and a fencing token the database checks",
+		inventory.Naive:       "read the stock, then write it back, with no lock: concurrent buyers overwrite each other and it oversells under any real load",
+		inventory.Lock:        lockNote,
+		inventory.Conditional: "no lock, one guarded UPDATE (stock >= quantity) decides: it does not oversell, but nothing keeps buyers in line",
+		inventory.RedisGate:   "a Redis counter admits at most the units left, then the lock + fence path decides: it does not oversell",
+	}
+	out := make([]raceStrategy, 0, len(raceStrategies))
+	for _, name := range raceStrategies {
+		out = append(out, raceStrategy{Name: name, Note: notes[name],
+			Oversells: name == inventory.Naive || (name == inventory.Lock && l.labPaused())})
+	}
+	return out
 }
 
 type raceRequest struct {
-	ProductID   *int64 `json:"product_id"`
-	Stock       *int64 `json:"stock"`
-	Buyers      *int   `json:"buyers"`
-	Concurrency *int   `json:"concurrency"`
+	ProductID   *int64   `json:"product_id"`
+	Stock       *int64   `json:"stock"`
+	Buyers      *int     `json:"buyers"`
+	Concurrency *int     `json:"concurrency"`
+	Strategies  []string `json:"strategies"`
 }
 
 func (r raceRequest) validate() map[string]string {
@@ -286,6 +158,19 @@ func (r raceRequest) validate() map[string]string {
 	if r.Concurrency != nil && (*r.Concurrency < 1 || *r.Concurrency > maxRaceConcurrency) {
 		f["concurrency"] = fmt.Sprintf("must be between 1 and %d", maxRaceConcurrency)
 	}
+	switch {
+	case r.Strategies == nil:
+	case len(r.Strategies) < 1 || len(r.Strategies) > 2:
+		f["strategies"] = "one or two stock strategies, one per side of the race"
+	case r.ProductID != nil:
+		f["strategies"] = "each side races a new product of its own: leave product_id out"
+	default:
+		for _, s := range r.Strategies {
+			if !slices.Contains(raceStrategies, s) {
+				f["strategies"] = "each must be one of " + strings.Join(raceStrategies, ", ")
+			}
+		}
+	}
 	return f
 }
 
@@ -297,9 +182,9 @@ func (l *lab) info(c *gin.Context) {
 		running = &id
 	}
 	l.mu.Unlock()
-	strategy := l.a.products.Strategy()
 	writeJSON(c, http.StatusOK, gin.H{
-		"stock_strategy": strategy, "safe": len(l.switches) == 0, "lab_switches": append([]string{}, l.switches...),
+		"stock_strategy": l.a.products.Strategy(), "safe": len(l.switches) == 0, "lab_switches": append([]string{}, l.switches...),
+		"race_strategies": l.strategies(), "lab_product_prefix": labProductPrefix,
 		"max_buyers": MaxRaceBuyers, "max_concurrency": maxRaceConcurrency, "self_url": l.selfURL(), "running_race": running,
 	})
 }
@@ -335,34 +220,17 @@ func (l *lab) startRace(c *gin.Context) {
 		l.mu.Unlock()
 	}
 
-	ctx := c.Request.Context()
-	var stock int64
-	var productID int64
-	if req.ProductID != nil {
-		p, err := l.a.products.Get(ctx, *req.ProductID)
-		if err != nil {
-			release()
-			writeError(c, err)
-			return
-		}
-		productID, stock = p.ID, p.Stock
-	} else {
-		p, _, err := l.a.products.Create(ctx, "Flash sale "+id, racePriceCents, *req.Stock, "", "")
-		if err != nil {
-			release()
-			writeError(c, err)
-			return
-		}
-		productID, stock = p.ID, p.Stock
+	sides, err := l.newSides(c.Request.Context(), id, req)
+	if err != nil {
+		release()
+		writeError(c, err)
+		return
 	}
 	conc := min(100, *req.Buyers)
 	if req.Concurrency != nil {
 		conc = min(*req.Concurrency, *req.Buyers)
 	}
-	r := &race{
-		id: id, productID: productID, buyers: *req.Buyers, concurrency: conc, strategy: l.a.products.Strategy(),
-		initialStock: stock, startedAt: time.Now().UTC(), stock: stock, every: raceSampleEvery,
-	}
+	r := &race{id: id, buyers: *req.Buyers, concurrency: conc, startedAt: time.Now().UTC(), sides: sides}
 	l.mu.Lock()
 	l.races[id] = r
 	l.order = append(l.order, id)
@@ -372,22 +240,54 @@ func (l *lab) startRace(c *gin.Context) {
 	}
 	l.mu.Unlock()
 
-	spec := raceSpec{baseURL: base, adminToken: l.adminToken, productID: productID, buyers: r.buyers, concurrency: conc}
-	logger(c).Info("lab race started", "race_id", id, "product_id", productID, "buyers", r.buyers,
-		"concurrency", conc, "stock", stock, "stock_strategy", r.strategy, "target", base)
-	go l.run(r, spec, release)
+	for _, s := range sides {
+		logger(c).Info("lab race started", "race_id", id, "product_id", s.productID, "buyers", r.buyers,
+			"concurrency", conc, "stock", s.initialStock, "stock_strategy", s.strategy, "target", base)
+	}
+	go l.run(r, base, release)
 
-	v := r.view()
 	c.Header("Location", "/api/v1/admin/lab/races/"+id)
-	writeJSON(c, http.StatusAccepted, v)
+	writeJSON(c, http.StatusAccepted, r.view())
 }
 
-// run drives the race, samples it while it runs, then audits its product.
-func (l *lab) run(r *race, spec raceSpec, release func()) {
+// newSides makes the products of a race: the one asked for, or one new
+// product per strategy, each switched to its strategy in this instance.
+func (l *lab) newSides(ctx context.Context, id string, req raceRequest) ([]*raceSide, error) {
+	if req.ProductID != nil {
+		p, err := l.a.products.Get(ctx, *req.ProductID)
+		if err != nil {
+			return nil, err
+		}
+		return []*raceSide{l.newSide(p, l.a.products.Strategy())}, nil
+	}
+	names := req.Strategies
+	if names == nil {
+		names = []string{l.a.products.Strategy()}
+	}
+	var sides []*raceSide
+	for _, name := range names {
+		p, _, err := l.a.products.Create(ctx, labProductPrefix+id+" · "+name, racePriceCents, *req.Stock, "", "")
+		if err != nil {
+			return nil, err
+		}
+		if name != l.a.products.Strategy() {
+			l.a.products.UseStrategy(p.ID, name)
+		}
+		sides = append(sides, l.newSide(p, name))
+	}
+	return sides, nil
+}
+
+func (l *lab) newSide(p inventory.Product, strategy string) *raceSide {
+	return &raceSide{productID: p.ID, strategy: strategy, initialStock: p.Stock, snap: raceSnapshot{stock: p.Stock}, every: raceSampleEvery}
+}
+
+// run drives every side at once, samples them while they run, audits each
+// side's product once its buyers are done, and then ends the race.
+func (l *lab) run(r *race, base string, release func()) {
 	defer release()
 	ctx, cancel := context.WithTimeout(l.bg, raceTimeout)
 	defer cancel()
-	r.sample(ctx, l.a, true)
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -399,38 +299,63 @@ func (l *lab) run(r *race, spec raceSpec, release func()) {
 			case <-stop:
 				return
 			case <-tick.C:
-				r.sample(ctx, l.a, false)
+				for _, s := range r.sides {
+					s.sample(ctx, l.a.products, false)
+				}
 			}
 		}
 	}()
-	raceErr := l.racer(ctx, spec, &r.tally)
+	errs := make([]error, len(r.sides))
+	var wg sync.WaitGroup
+	for i, s := range r.sides {
+		wg.Go(func() {
+			errs[i] = l.runSide(ctx, r, s, base)
+		})
+	}
+	wg.Wait()
 	close(stop)
 	<-sampled
-	if raceErr == nil {
-		r.tally.buyersDone.Store(int64(r.buyers))
-	}
-	r.sample(ctx, l.a, true)
-	r.mu.Lock()
-	r.auditing = true
-	r.mu.Unlock()
-	rep, auditErr := l.a.audit(ctx, audit.Options{ProductID: r.productID})
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now().UTC()
 	r.finishedAt = &now
+	if err := errors.Join(errs...); err != nil {
+		r.err = err.Error()
+	}
+	l.log.Info("lab race finished", "race_id", r.id, "err", r.err)
+}
+
+// runSide races one side, takes its last snapshot and audits its product.
+func (l *lab) runSide(ctx context.Context, r *race, s *raceSide, base string) error {
+	if s.strategy != l.a.products.Strategy() {
+		defer l.a.products.UseStrategy(s.productID, "")
+	}
+	spec := raceSpec{baseURL: base, adminToken: l.adminToken, productID: s.productID, buyers: r.buyers, concurrency: r.concurrency}
+	raceErr := l.racer(ctx, spec, &s.tally)
+	if raceErr == nil {
+		s.tally.buyersDone.Store(int64(r.buyers))
+	}
+	s.sample(ctx, l.a.products, true)
+	s.mu.Lock()
+	s.raced = true
+	s.mu.Unlock()
+	rep, auditErr := l.a.audit(ctx, audit.Options{ProductID: s.productID})
+	if auditErr == nil {
+		s.mu.Lock()
+		s.report = &rep
+		s.mu.Unlock()
+	}
+	l.log.Info("lab race side finished", "race_id", r.id, "product_id", s.productID, "stock_strategy", s.strategy,
+		"created", s.tally.created.Load(), "sold_out", s.tally.soldOut.Load(), "busy", s.tally.busy.Load(),
+		"errors", s.tally.errors.Load(), "audit_ok", auditErr == nil && rep.OK)
 	switch {
 	case raceErr != nil:
-		r.err = "race stopped: " + raceErr.Error()
+		return fmt.Errorf("%s side: race stopped: %w", s.strategy, raceErr)
 	case auditErr != nil:
-		r.err = "audit failed: " + auditErr.Error()
+		return fmt.Errorf("%s side: audit failed: %w", s.strategy, auditErr)
 	}
-	if auditErr == nil {
-		r.report = &rep
-	}
-	l.log.Info("lab race finished", "race_id", r.id, "product_id", r.productID, "created", r.tally.created.Load(),
-		"sold_out", r.tally.soldOut.Load(), "busy", r.tally.busy.Load(), "errors", r.tally.errors.Load(),
-		"stock", r.stock, "audit_ok", auditErr == nil && rep.OK, "err", r.err)
+	return nil
 }
 
 func (l *lab) raceProgress(c *gin.Context) {

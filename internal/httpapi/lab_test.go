@@ -140,6 +140,8 @@ func TestDemoPage(t *testing.T) {
 	}{
 		{"/", "text/html; charset=utf-8", `<script src="/assets/app.js" defer></script>`},
 		{"/assets/app.js", "text/javascript; charset=utf-8", "/api/v1/seckill/"},
+		// The shopper's list hides what lab races create by the name lab.go gives them.
+		{"/assets/app.js", "text/javascript; charset=utf-8", "const LAB_PREFIX = 'Lab race ';"},
 		{"/assets/style.css", "text/css; charset=utf-8", ":root"},
 		{"/assets/favicon.svg", "image/svg+xml", "<svg"},
 	} {
@@ -159,8 +161,29 @@ func TestDemoPage(t *testing.T) {
 	}
 }
 
+// labSide is one side of a race as the API shows it.
+type labSide struct {
+	ProductID     int64         `json:"product_id"`
+	StockStrategy string        `json:"stock_strategy"`
+	Safe          bool          `json:"safe"`
+	InitialStock  int64         `json:"initial_stock"`
+	Created       int64         `json:"created"`
+	SoldOut       int64         `json:"sold_out"`
+	Replayed      int64         `json:"replayed"`
+	Errors        int64         `json:"errors"`
+	BuyersDone    int64         `json:"buyers_done"`
+	Stock         int64         `json:"stock"`
+	Oversold      int64         `json:"oversold"`
+	Audit         *audit.Report `json:"audit"`
+	Series        []struct {
+		Created int64 `json:"created"`
+		Stock   int64 `json:"stock"`
+	} `json:"series"`
+}
+
 type labRace struct {
 	RaceID        string        `json:"race_id"`
+	Sides         []labSide     `json:"sides"`
 	ProductID     int64         `json:"product_id"`
 	Buyers        int           `json:"buyers"`
 	StockStrategy string        `json:"stock_strategy"`
@@ -184,6 +207,12 @@ type labRace struct {
 
 func runLabRace(t *testing.T, base, body string) labRace {
 	t.Helper()
+	return watchLabRace(t, base, body, nil)
+}
+
+// watchLabRace runs a race and hands every progress answer to frame.
+func watchLabRace(t *testing.T, base, body string, frame func(labRace)) labRace {
+	t.Helper()
 	a := labCall(t, http.MethodPost, base+"/api/v1/admin/lab/races", labAdminToken, body)
 	var r labRace
 	if err := json.Unmarshal(a.body, &r); a.status != http.StatusAccepted || err != nil || r.RaceID == "" {
@@ -197,11 +226,14 @@ func runLabRace(t *testing.T, base, body string) labRace {
 		if time.Now().After(deadline) {
 			t.Fatalf("race %s not done after 5 minutes: %+v", r.RaceID, r)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 		a := labCall(t, http.MethodGet, base+"/api/v1/admin/lab/races/"+r.RaceID, labAdminToken, "")
 		r = labRace{}
 		if err := json.Unmarshal(a.body, &r); a.status != http.StatusOK || err != nil {
 			t.Fatalf("race progress: %d %s", a.status, a.body)
+		}
+		if frame != nil {
+			frame(r)
 		}
 	}
 	return r
@@ -250,6 +282,10 @@ func TestLabRace(t *testing.T) {
 			{`{"buyers": 10, "product_id": -1}`, "product_id"},
 			{`{"buyers": 10, "stock": 1, "concurrency": 501}`, "concurrency"},
 			{`{"buyers": 10, "stock": 1, "extra": true}`, "extra"},
+			{`{"buyers": 10, "stock": 1, "strategies": []}`, "strategies"},
+			{`{"buyers": 10, "stock": 1, "strategies": ["lock-fence", "naive", "lock"]}`, "strategies"},
+			{`{"buyers": 10, "stock": 1, "strategies": ["lock-fence", "unknown"]}`, "strategies"},
+			{`{"buyers": 10, "product_id": 1, "strategies": ["naive"]}`, "strategies"},
 		} {
 			a := labCall(t, http.MethodPost, races, labAdminToken, tc.body)
 			var p struct {
@@ -295,10 +331,72 @@ func TestLabRace(t *testing.T) {
 		if len(r.Audit.Products) != 1 || r.Audit.Products[0].ProductID != r.ProductID || r.Audit.Products[0].Sold != 12 {
 			t.Errorf("audit of the race's product: %+v", r.Audit.Products)
 		}
+		if len(r.Sides) != 1 || r.Sides[0].ProductID != r.ProductID || r.Sides[0].Created != r.Created {
+			t.Errorf("a one-sided race is its first side at the top level: %+v", r)
+		}
 		// The same product again: its stock is gone, every new buyer is sold out.
 		again := runLabRace(t, base, `{"buyers": 20, "product_id": `+jsonInt(r.ProductID)+`}`)
 		if again.Created != 0 || again.SoldOut+again.Replayed != 20 || again.Audit == nil || !again.Audit.OK {
 			t.Errorf("second race on a sold-out product: %+v", again)
+		}
+	})
+
+	t.Run("side by side: the same load on lock-fence and naive at once", func(t *testing.T) {
+		frames := 0
+		check := func(r labRace) {
+			frames++
+			for _, s := range r.Sides {
+				if !s.Safe {
+					continue
+				}
+				// Item 8: counters and stock from one snapshot, so a safe
+				// side never shows more orders + stock than units.
+				if s.Created+s.Stock > s.InitialStock {
+					t.Errorf("frame %d: %s side shows %d orders + %d stock > %d units", frames, s.StockStrategy, s.Created, s.Stock, s.InitialStock)
+				}
+				for _, p := range s.Series {
+					if p.Created+p.Stock > s.InitialStock {
+						t.Errorf("frame %d: %s series point %d orders + %d stock > %d units", frames, s.StockStrategy, p.Created, p.Stock, s.InitialStock)
+					}
+				}
+			}
+		}
+		r := watchLabRace(t, base, `{"buyers": 150, "stock": 15, "concurrency": 30, "strategies": ["lock-fence", "naive"]}`, check)
+		if len(r.Sides) != 2 {
+			t.Fatalf("sides: %+v", r)
+		}
+		safe, naive := r.Sides[0], r.Sides[1]
+		if safe.StockStrategy != "lock-fence" || !safe.Safe || naive.StockStrategy != "naive" || naive.Safe || safe.ProductID == naive.ProductID {
+			t.Errorf("sides: %+v / %+v", safe, naive)
+		}
+		if safe.Created != 15 || safe.Stock != 0 || safe.Oversold != 0 || safe.Audit == nil || !safe.Audit.OK {
+			t.Errorf("safe side: %+v, audit %+v", safe, safe.Audit)
+		}
+		if naive.Audit == nil || naive.BuyersDone != 150 {
+			t.Fatalf("naive side: %+v", naive)
+		}
+		// The one definition: units held beyond units added, from the audit.
+		p := naive.Audit.Products[0]
+		if naive.Oversold != p.Oversold() || naive.Oversold != max(0, p.Sold-p.Cancelled-p.Added) {
+			t.Errorf("naive side oversold %d, audit summary %+v", naive.Oversold, p)
+		}
+		if (naive.Oversold > 0 || naive.Created+naive.Stock != naive.InitialStock) == naive.Audit.OK {
+			t.Errorf("naive side: %d orders, stock %d for %d units, yet audit ok %v", naive.Created, naive.Stock, naive.InitialStock, naive.Audit.OK)
+		}
+		t.Logf("side by side, %d frames: lock-fence %d orders, naive %d orders (oversold %d, stock %d), naive audit ok %v",
+			frames, safe.Created, naive.Created, naive.Oversold, naive.Stock, naive.Audit.OK)
+		// The products are named for the page's filter, and the server's
+		// strategy is untouched.
+		for _, s := range r.Sides {
+			a := labCall(t, http.MethodGet, base+"/api/v1/products/"+jsonInt(s.ProductID), "", "")
+			if !bytes.Contains(a.body, []byte(`"name":"Lab race `+r.RaceID+` · `+s.StockStrategy+`"`)) {
+				t.Errorf("product of the %s side: %s", s.StockStrategy, a.body)
+			}
+		}
+		a := labCall(t, http.MethodGet, base+"/api/v1/admin/lab/info", labAdminToken, "")
+		if !bytes.Contains(a.body, []byte(`"stock_strategy":"lock-fence"`)) ||
+			!bytes.Contains(a.body, []byte(`{"name":"naive","oversells":true`)) || !bytes.Contains(a.body, []byte(`{"name":"lock","oversells":false`)) {
+			t.Errorf("lab info after a side-by-side race: %s", a.body)
 		}
 	})
 }

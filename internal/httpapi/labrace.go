@@ -1,0 +1,249 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/loadgen"
+)
+
+// A race has one or two sides. Each side sells its own product by its own
+// stock strategy to its own buyers, all at once, so the operator sees the
+// same load against the safe strategy and an unsafe one side by side.
+
+// raceSpec is one side as a racer runs it.
+type raceSpec struct {
+	baseURL     string
+	adminToken  string
+	productID   int64
+	buyers      int
+	concurrency int
+}
+
+// raceTally is what the buyers saw so far, as the racer last reported it.
+type raceTally struct {
+	sent, created, replayed, soldOut, busy, errors, buyersDone atomic.Int64
+	racingSince                                                atomic.Pointer[time.Time] // nil while the buyers log in
+}
+
+// update takes a loadgen progress report.
+func (t *raceTally) update(st loadgen.Stats) {
+	o := st.ByOutcome
+	created, replayed, soldOut, busy := o["201"], o["200 replay"], o["409 sold_out"], o["503 busy"]
+	t.sent.Store(int64(st.Done))
+	t.created.Store(int64(created))
+	t.replayed.Store(int64(replayed))
+	t.soldOut.Store(int64(soldOut))
+	t.busy.Store(int64(busy))
+	t.errors.Store(int64(st.Done - created - replayed - soldOut - busy))
+	// busy answers and failures are resent; every other answer is final
+	t.buyersDone.Store(int64(max(0, st.Done-busy-st.Errors)))
+	since := time.Now().Add(-st.Elapsed)
+	t.racingSince.CompareAndSwap(nil, &since)
+}
+
+// racer runs the buyers of one side and returns when each has its final
+// answer or ctx ends.
+type racer func(ctx context.Context, s raceSpec, t *raceTally) error
+
+// loadgenRacer runs the buyers with internal/loadgen, the load-test
+// harness's own race code: each buyer logs in through the demo login, then
+// sends its seckill request, resent (same buyer) after 503 busy.
+func loadgenRacer(ctx context.Context, s raceSpec, t *raceTally) error {
+	_, err := loadgen.Race(ctx, loadgen.Config{
+		BaseURLs: []string{s.baseURL}, AdminToken: s.adminToken, ProductID: s.productID,
+		Users: s.buyers, Concurrency: s.concurrency, MaxResends: raceBusyResends,
+		Progress: t.update, ProgressEvery: raceSampleEvery,
+	})
+	return err
+}
+
+// race is one race's state.
+type race struct {
+	id          string
+	buyers      int
+	concurrency int
+	startedAt   time.Time
+	sides       []*raceSide
+
+	mu         sync.Mutex
+	finishedAt *time.Time
+	err        string
+}
+
+// raceSide is one product, one strategy and its buyers.
+type raceSide struct {
+	productID    int64
+	strategy     string
+	initialStock int64
+	tally        raceTally
+
+	mu         sync.Mutex
+	snap       raceSnapshot // the figures the page shows, all from one sample
+	series     []racePoint
+	every      time.Duration
+	lastSample time.Time
+	raced      bool // the buyers have their answers (or gave up)
+	report     *audit.Report
+}
+
+// raceSnapshot is one sample of a side: the buyers' counters, read first,
+// then the product's stock. A 201 reaches a buyer only after its order
+// committed, so under a safe strategy created + stock never exceeds the
+// units on sale in one snapshot; mixing a live counter with an older stock
+// reading could show more.
+type raceSnapshot struct {
+	sent, created, replayed, soldOut, busy, errors, buyersDone, stock int64
+}
+
+type racePoint struct {
+	TMS     int64 `json:"t_ms"`
+	Sent    int64 `json:"sent"`
+	Created int64 `json:"created"`
+	SoldOut int64 `json:"sold_out"`
+	Busy    int64 `json:"busy"`
+	Stock   int64 `json:"stock"`
+}
+
+// raceSideView is one side's progress. Oversold is audit.ProductSummary's
+// Oversold once the audit ran, and orders beyond the initial stock before.
+type raceSideView struct {
+	ProductID     int64         `json:"product_id"`
+	StockStrategy string        `json:"stock_strategy"`
+	Safe          bool          `json:"safe"`
+	Phase         string        `json:"phase"` // login, race, audit, done
+	InitialStock  int64         `json:"initial_stock"`
+	Sent          int64         `json:"sent"`
+	Created       int64         `json:"created"`
+	Replayed      int64         `json:"replayed"`
+	SoldOut       int64         `json:"sold_out"`
+	Busy          int64         `json:"busy"`
+	Errors        int64         `json:"errors"`
+	BuyersDone    int64         `json:"buyers_done"`
+	Stock         int64         `json:"stock"`
+	Oversold      int64         `json:"oversold"`
+	Audit         *audit.Report `json:"audit"`
+	Series        []racePoint   `json:"series"`
+}
+
+// raceView is the progress of a race (API: GET /api/v1/admin/lab/races/{id}).
+// The first side's figures are also at the top level, so a client of a
+// one-sided race reads it as a single sale.
+type raceView struct {
+	RaceID      string  `json:"race_id"`
+	Buyers      int     `json:"buyers"`
+	Concurrency int     `json:"concurrency"`
+	StartedAt   string  `json:"started_at"`
+	FinishedAt  *string `json:"finished_at"`
+	ElapsedMS   int64   `json:"elapsed_ms"`
+	Done        bool    `json:"done"`
+	Error       *string `json:"error"`
+	raceSideView
+	Sides []raceSideView `json:"sides"`
+}
+
+func (r *race) view() raceView {
+	r.mu.Lock()
+	end := time.Now()
+	v := raceView{RaceID: r.id, Buyers: r.buyers, Concurrency: r.concurrency, StartedAt: ts(r.startedAt)}
+	if r.finishedAt != nil {
+		end = *r.finishedAt
+		v.FinishedAt, v.Done = tsPtr(r.finishedAt), true
+	}
+	if r.err != "" {
+		e := r.err
+		v.Error = &e
+	}
+	r.mu.Unlock()
+	v.ElapsedMS = end.Sub(r.startedAt).Milliseconds()
+	for _, s := range r.sides {
+		v.Sides = append(v.Sides, s.view(v.Done))
+	}
+	v.raceSideView = v.Sides[0]
+	// The race is as far as its slowest side.
+	for _, s := range v.Sides {
+		if phaseRank[s.Phase] < phaseRank[v.Phase] {
+			v.Phase = s.Phase
+		}
+	}
+	return v
+}
+
+var phaseRank = map[string]int{"login": 0, "race": 1, "audit": 2, "done": 3}
+
+func (s *raceSide) view(done bool) raceSideView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.snap
+	v := raceSideView{
+		ProductID: s.productID, StockStrategy: s.strategy, Safe: s.strategy == inventory.LockFence, InitialStock: s.initialStock,
+		Sent: n.sent, Created: n.created, Replayed: n.replayed, SoldOut: n.soldOut, Busy: n.busy, Errors: n.errors,
+		BuyersDone: n.buyersDone, Stock: n.stock, Oversold: max(0, n.created-s.initialStock), Audit: s.report,
+		Series: append([]racePoint{}, s.series...),
+	}
+	if s.report != nil {
+		for _, p := range s.report.Products {
+			if p.ProductID == s.productID {
+				v.Oversold = p.Oversold()
+			}
+		}
+	}
+	switch {
+	case done || s.report != nil:
+		v.Phase = "done"
+	case s.raced:
+		v.Phase = "audit"
+	case s.tally.racingSince.Load() == nil:
+		v.Phase = "login"
+	default:
+		v.Phase = "race"
+	}
+	return v
+}
+
+// sample takes a snapshot (counters first, then the stock) and records it,
+// thinning the series so a long race keeps a bounded one.
+func (s *raceSide) sample(ctx context.Context, products *inventory.Service, force bool) {
+	now := time.Now()
+	since := s.tally.racingSince.Load()
+	s.mu.Lock()
+	due := force || (since != nil && now.Sub(s.lastSample) >= s.every)
+	stock := s.snap.stock
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	t := &s.tally
+	n := raceSnapshot{
+		sent: t.sent.Load(), created: t.created.Load(), replayed: t.replayed.Load(), soldOut: t.soldOut.Load(),
+		busy: t.busy.Load(), errors: t.errors.Load(), buyersDone: t.buyersDone.Load(), stock: stock,
+	}
+	p, err := products.Get(ctx, s.productID)
+	if err != nil {
+		return // keep the last snapshot whole rather than pair new counters with an old stock
+	}
+	n.stock = p.Stock
+	t0 := now
+	if since != nil {
+		t0 = *since
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap, s.lastSample = n, now
+	s.series = append(s.series, racePoint{TMS: max(0, now.Sub(t0).Milliseconds()), Sent: n.sent, Created: n.created,
+		SoldOut: n.soldOut, Busy: n.busy, Stock: n.stock})
+	if len(s.series) >= raceMaxSamples {
+		kept := s.series[:0]
+		for i, p := range s.series {
+			if i%2 == 0 || i == len(s.series)-1 {
+				kept = append(kept, p)
+			}
+		}
+		s.series = kept
+		s.every *= 2
+	}
+}
