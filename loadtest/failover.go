@@ -140,11 +140,14 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 	r.fill(res.Records, v, err)
 	after := e.metricsNow(ctx)
 	for i := range rows {
-		next := after
+		next, until := after, rows[i].start.Add(rows[i].Bound)
 		if i+1 < len(rows) {
 			next = rows[i+1].before
+			if rows[i+1].start.Before(until) {
+				until = rows[i+1].start
+			}
 		}
-		describeFailover(&rows[i], res, p.ID, next, ttl)
+		describeFailover(&rows[i], res, p.ID, next, until)
 	}
 	r.Failover = rows
 	for _, f := range rows {
@@ -220,12 +223,13 @@ func (e *env) metricsNow(ctx context.Context) map[string]float64 {
 
 // describeFailover fills a row's window figures from the client records.
 // Orders flow again at the first order of the hot product created (201)
-// after the last of its sends that failed (no answer or 5xx) in the fault's
-// span: a batch that held the lock before the kill may still finish.
-func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, ttl time.Duration) {
+// after the last of its sends that failed in the fault's span (see
+// faultFailure) that started before until (A2's bound, or the next fault):
+// a batch that held the lock before the kill may still finish.
+func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, until time.Time) {
 	lastFail := f.start
 	for _, r := range res.Records {
-		if r.ProductID == hot && r.Failed() && r.Start.After(f.start) && r.Start.Before(f.start.Add(f.Bound)) && r.End.After(lastFail) {
+		if r.ProductID == hot && faultFailure(r) && r.Start.After(f.start) && r.Start.Before(until) && r.End.After(lastFail) {
 			lastFail = r.End
 		}
 	}
@@ -249,6 +253,13 @@ func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[st
 	}
 	f.StaleFences = next["shop_inventory_stale_fence_rejections_total"] - f.before["shop_inventory_stale_fence_rejections_total"]
 	f.LocksLost = next["shop_inventory_lock_lost_before_release_total"] - f.before["shop_inventory_lock_lost_before_release_total"]
+}
+
+// faultFailure: an answer the fault can explain, a 5xx (but busy) or a
+// send given up after more than a second; the retry load's deliberate
+// give-ups after --tiny-timeout are not failures.
+func faultFailure(r loadgen.Record) bool {
+	return r.Status >= 500 && r.Code != "busy" || r.Status == 0 && r.Latency() > time.Second
 }
 
 // startTopology starts the Redis of one failover part on free loopback ports.
