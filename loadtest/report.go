@@ -484,6 +484,9 @@ func writeLinear(w io.Writer, l *loadgen.LinearReport, scope, label string) {
 		if len(p.PictureHTML) > 0 {
 			fmt.Fprintf(w, "; picture %s: %s, porcupine says %s", pictureName(scope, p.ProductID), p.Picture, p.Porcupine)
 		}
+		if p.NoPicture != "" {
+			fmt.Fprintf(w, "; no picture (%s)", p.NoPicture)
+		}
 		fmt.Fprintln(w)
 		if len(p.Failures) == 0 {
 			continue

@@ -513,6 +513,7 @@ type ProductLinear struct {
 	Picture     string `json:"picture,omitempty"`
 	PictureFile string `json:"picture_file,omitempty"` // set by whoever writes it
 	Porcupine   string `json:"porcupine,omitempty"`
+	NoPicture   string `json:"no_picture,omitempty"` // why none was drawn
 	PictureHTML []byte `json:"-"`
 }
 
@@ -579,6 +580,8 @@ func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOption
 		case linear.Linearizable:
 			if len(h.Ops) <= o.PictureOps {
 				pic, p.Picture = linear.Drawable(h), "the whole history (of the sends that got no answer, only those that can matter)"
+			} else {
+				p.NoPicture = fmt.Sprintf("%d operations, more than the %d a passing picture draws", len(h.Ops), o.PictureOps)
 			}
 		default:
 			if verdict == linear.Linearizable {
@@ -596,6 +599,8 @@ func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOption
 			}
 			if err == nil {
 				p.PictureHTML = html
+			} else {
+				p.NoPicture = err.Error()
 			}
 			if pv != linear.Undecided && pv != res.Verdict {
 				p.Porcupine += " (DISAGREES with the exact checker: a bug in one of them)"
