@@ -1,0 +1,303 @@
+package main
+
+// The bench's load generator: closed-loop keep-alive clients, user tokens
+// minted in process, answers counted without decoding them.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// benchUsers hands out distinct buyer ids and their bearer headers, minted
+// here with the shops' SHOP_AUTH_SECRET as the demo login signs them (HS256,
+// issuer "shop", subject the user id): the login route is rate limited per
+// address, and a login per order would double the load.
+type benchUsers struct {
+	next   atomic.Int64
+	secret []byte
+}
+
+// take reserves n consecutive user ids and returns the first.
+func (u *benchUsers) take(n int64) int64 { return u.next.Add(n) - n + 1 }
+
+// minter signs tokens for one goroutine: one HMAC state and buffer reused,
+// a few hundred nanoseconds and one allocation per token.
+type minter struct {
+	mac      hash.Hash
+	buf, sum []byte
+	iat, exp int64
+}
+
+func (u *benchUsers) minter() *minter {
+	now := time.Now()
+	return &minter{mac: hmac.New(sha256.New, u.secret), iat: now.Unix(), exp: now.Add(time.Hour).Unix()}
+}
+
+var jwtHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+
+// bearer is the Authorization header value of user id.
+func (m *minter) bearer(id int64) string {
+	var claims [96]byte
+	c := append(claims[:0], `{"iss":"shop","sub":"`...)
+	c = strconv.AppendInt(c, id, 10)
+	c = append(c, `","exp":`...)
+	c = strconv.AppendInt(c, m.exp, 10)
+	c = append(c, `,"iat":`...)
+	c = strconv.AppendInt(c, m.iat, 10)
+	c = append(c, '}')
+	enc := base64.RawURLEncoding
+	b := append(m.buf[:0], "Bearer "...)
+	b = append(b, jwtHeader...)
+	b = append(b, '.')
+	b = enc.AppendEncode(b, c)
+	m.mac.Reset()
+	m.mac.Write(b[len("Bearer "):])
+	m.sum = m.mac.Sum(m.sum[:0])
+	b = append(b, '.')
+	b = enc.AppendEncode(b, m.sum)
+	m.buf = b
+	return string(b)
+}
+
+// headers mints n bearer headers for fresh users, on both cores.
+func (u *benchUsers) headers(n int) []string {
+	first := u.take(int64(n))
+	out := make([]string, n)
+	var wg sync.WaitGroup
+	const parts = 2
+	for p := range parts {
+		wg.Go(func() {
+			m := u.minter()
+			for i := p; i < n; i += parts {
+				out[i] = m.bearer(first + int64(i))
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// benchLoad is a closed loop of clients sending one kind of request.
+type benchLoad struct {
+	method, path string
+	want         int           // the status that counts
+	wantCode     string        // and its problem code, if any
+	users        *benchUsers   // nil: no token; else every request a new user
+	timeout      time.Duration // for an answer's head; 0: 30 s
+}
+
+// benchPool bounds the tokens minted before a phase; past them each client
+// mints its own as it goes.
+const benchPool = 100_000
+
+// run drives clients (client i on urls[i % len]) for warmup + d and reports
+// the answers of the requests that started in the window.
+func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, d time.Duration) (benchRate, error) {
+	out := benchRate{Clients: clients, Answers: map[string]int{}}
+	targets := make([]*url.URL, len(urls))
+	for i, s := range urls {
+		u, err := url.Parse(s + l.path)
+		if err != nil {
+			return out, err
+		}
+		targets[i] = u
+	}
+	var pool []string
+	if l.users != nil {
+		pool = l.users.headers(min(benchPool, max(clients*4, int(5_000*(warmup+d).Seconds()))))
+	}
+	var next atomic.Int64
+	bearer := func(m *minter) string {
+		if i := next.Add(1) - 1; i < int64(len(pool)) {
+			return pool[i]
+		}
+		return m.bearer(l.users.take(1))
+	}
+	tr := benchTransport(clients, cmp.Or(l.timeout, 30*time.Second))
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	start := time.Now()
+	t0, t1 := start.Add(warmup), start.Add(warmup+d)
+	results := make([]benchClientResult, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			results[i] = l.client(ctx, hc, targets[i%len(targets)], bearer, t0, t1)
+		})
+	}
+	wg.Wait()
+	var lat []uint32
+	for _, r := range results {
+		lat = append(lat, r.lat...)
+		out.Requests += r.requests
+		for k, v := range r.answers {
+			out.Answers[k] += v
+		}
+		if r.err != nil && ctx.Err() == nil {
+			return out, r.err
+		}
+	}
+	out.Seconds = d.Seconds()
+	good := out.Answers[answerKey(l.want, l.wantCode)]
+	out.PerSec = float64(good) / out.Seconds
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		q := func(p float64) time.Duration {
+			return time.Duration(lat[min(len(lat)-1, int(p*float64(len(lat))))]) * time.Microsecond
+		}
+		out.P50, out.P90, out.P99, out.Max = q(0.50), q(0.90), q(0.99), q(1)
+	}
+	if good == 0 {
+		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.want, l.wantCode), out.Requests, answersText(out.Answers))
+	}
+	return out, ctx.Err()
+}
+
+type benchClientResult struct {
+	lat      []uint32 // microseconds, requests started in the window
+	requests int
+	answers  map[string]int
+	err      error
+}
+
+// client is one keep-alive client: it sends until t1 and keeps what
+// started in [t0, t1).
+func (l benchLoad) client(ctx context.Context, hc *http.Client, u *url.URL, bearer func(*minter) string, t0, t1 time.Time) benchClientResult {
+	res := benchClientResult{answers: map[string]int{}, lat: make([]uint32, 0, 1024)}
+	buf := make([]byte, 2048)
+	auth := []string{""}
+	hdr := http.Header{}
+	var m *minter
+	if l.users != nil {
+		hdr["Authorization"] = auth
+		m = l.users.minter()
+	}
+	errs := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		if !start.Before(t1) {
+			break
+		}
+		if l.users != nil {
+			auth[0] = bearer(m)
+		}
+		req := &http.Request{Method: l.method, URL: u, Host: u.Host, Header: hdr, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		status, code, err := roundTrip(hc, req, buf)
+		measured := !start.Before(t0)
+		if measured {
+			res.requests++
+			res.lat = append(res.lat, uint32(min(time.Since(start).Microseconds(), 1<<32-1)))
+			res.answers[answerKey(status, code)]++
+		}
+		if err != nil {
+			if errs++; errs > 100 {
+				res.err = fmt.Errorf("%s %s: %w", l.method, u, err)
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // the server went away or refused: do not spin
+		}
+	}
+	return res
+}
+
+// roundTrip sends req and reads the answer into buf: the status and, for a
+// problem+json answer, its code.
+func roundTrip(hc *http.Client, req *http.Request, buf []byte) (status int, code string, err error) {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	n, _ := io.ReadFull(resp.Body, buf)
+	if n == len(buf) {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		code = problemCode(buf[:n])
+	}
+	return resp.StatusCode, code, nil
+}
+
+// problemCode finds "code":"..." in a problem+json body without decoding it.
+func problemCode(b []byte) string {
+	_, rest, ok := bytes.Cut(b, []byte(`"code":`))
+	if !ok {
+		return ""
+	}
+	rest = bytes.TrimLeft(rest, " ")
+	if len(rest) == 0 || rest[0] != '"' {
+		return ""
+	}
+	end := bytes.IndexByte(rest[1:], '"')
+	if end < 0 {
+		return ""
+	}
+	return knownCode(rest[1 : 1+end])
+}
+
+// knownCode interns the codes the bench expects so counting them allocates
+// nothing.
+func knownCode(b []byte) string {
+	for _, c := range []string{"sold_out", "busy", "unavailable", "rate_limited", "insufficient_stock"} {
+		if string(b) == c {
+			return c
+		}
+	}
+	return string(b)
+}
+
+func answerKey(status int, code string) string {
+	switch {
+	case status == 0:
+		return "no answer"
+	case code != "":
+		return statusText(status) + " " + code
+	}
+	return statusText(status)
+}
+
+var statusTexts = func() map[int]string {
+	m := map[int]string{}
+	for s := 100; s < 600; s++ {
+		m[s] = strconv.Itoa(s)
+	}
+	return m
+}()
+
+func statusText(s int) string {
+	if t, ok := statusTexts[s]; ok {
+		return t
+	}
+	return strconv.Itoa(s)
+}
+
+func answersText(m map[string]int) string { return outcomes(m) }
+
+// benchTransport keeps one idle connection per client (keep-alive all the
+// way) and adds nothing the shop's answers do not need.
+func benchTransport(clients int, timeout time.Duration) *http.Transport {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          clients,
+		MaxIdleConnsPerHost:   clients,
+		IdleConnTimeout:       time.Minute,
+		ResponseHeaderTimeout: timeout,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// benchTargets sets this run's figures beside issue 14's targets.
+func benchTargets(br *benchReport) []benchTarget {
+	var out []benchTarget
+	add := func(what, want, unit string, got float64, met bool, missed string) {
+		t := benchTarget{What: what, Want: want, Got: got, Unit: unit, Met: met}
+		if !met {
+			t.Missed = missed
+		}
+		out = append(out, t)
+	}
+	for _, o := range br.Orders {
+		if o.Instances != 1 || o.OrdersPerSec == 0 {
+			continue
+		}
+		add("committed orders/s, 1 instance, ÷ raw ceiling", ">= 2.0x", "x", o.OfRaw, o.OfRaw >= 2.0, fmt.Sprintf("%.2fx short", 2.0-o.OfRaw))
+		p99 := float64(o.Load.P99) / float64(time.Millisecond)
+		add("orders p99, 1 instance", "<= 100 ms", "ms", p99, p99 <= 100, fmt.Sprintf("%.0f ms over", p99-100))
+	}
+	if br.RefusalRatio > 0 {
+		add("sold-out refusals/s ÷ /healthz", ">= 0.6x", "x", br.RefusalRatio, br.RefusalRatio >= 0.6, fmt.Sprintf("%.2fx short", 0.6-br.RefusalRatio))
+	}
+	if m := br.Memory; m.PeakRSSMB > 0 || m.MaxRSSMB > 0 {
+		peak := max(m.PeakRSSMB, m.MaxRSSMB)
+		add(fmt.Sprintf("peak RSS, %d connections", m.Clients), "<= 150 MB", "MB", peak, peak <= 150, fmt.Sprintf("%.0f MB over", peak-150))
+	}
+	return out
+}
+
+// writeBench prints the bench figures for a person.
+func writeBench(w io.Writer, br *benchReport) {
+	if br.Raw.Commits > 0 {
+		fmt.Fprintf(w, "raw db:   %d workers, conditional UPDATE + order INSERT + COMMIT: %.0f tx/s (%d in %.1fs, %d errors)\n",
+			br.Raw.Workers, br.Raw.TxPerSec, br.Raw.Commits, br.Raw.Seconds, br.Raw.Errors)
+	}
+	for _, o := range br.Orders {
+		batch := "no batch-size metric"
+		if o.BatchMean > 0 {
+			batch = fmt.Sprintf("mean batch %.1f", o.BatchMean)
+		}
+		fmt.Fprintf(w, "orders:   %d instance(s), %d clients: %.0f committed orders/s = %.2fx raw ceiling (%d in %.1fs); p50 %s, p99 %s; %s\n",
+			o.Instances, o.Clients, o.OrdersPerSec, o.OfRaw, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
+		fmt.Fprintf(w, "          answers: %s\n", answersText(o.Answers))
+	}
+	if br.SoldOut.Requests > 0 {
+		fmt.Fprintf(w, "refusals: %.0f sold-out refusals/s (p50 %s, p99 %s) vs GET /healthz %.0f/s (p50 %s, p99 %s): %.2fx; %d clients\n",
+			br.SoldOut.PerSec, ms(br.SoldOut.P50), ms(br.SoldOut.P99), br.Healthz.PerSec, ms(br.Healthz.P50), ms(br.Healthz.P99), br.RefusalRatio, br.SoldOut.Clients)
+		fmt.Fprintf(w, "          answers: %s\n", answersText(br.SoldOut.Answers))
+	}
+	if m := br.Memory; m.Load.Requests > 0 {
+		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s; shop connection cap %s\n",
+			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, ms(m.Load.P99), m.MaxConns)
+		fmt.Fprintf(w, "          answers: %s\n", answersText(m.Load.Answers))
+	}
+	for _, t := range br.Targets {
+		verdict := "met"
+		if !t.Met {
+			verdict = "MISSED by " + t.Missed
+		}
+		fmt.Fprintf(w, "target:   %s %s: %s %s -> %s\n", t.What, t.Want, trimFloat2(t.Got), t.Unit, verdict)
+	}
+}
+
+func trimFloat2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// benchHTML is the bench section of report.html: the figures, and orders/s
+// and batch sizes over time.
+func benchHTML(br *benchReport) string {
+	var b strings.Builder
+	b.WriteString("<table><tr><th class=l>measure</th><th>figure</th><th>ratio</th><th>p50</th><th>p99</th></tr>")
+	row := func(what string, fig float64, unit, ratio string, p50, p99 time.Duration) {
+		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td>%.0f %s</td><td>%s</td><td>%s</td><td>%s</td></tr>", html.EscapeString(what), fig, unit, ratio, ms(p50), ms(p99))
+	}
+	row(fmt.Sprintf("raw database ceiling, %d workers", br.Raw.Workers), br.Raw.TxPerSec, "tx/s", "1", 0, 0)
+	for _, o := range br.Orders {
+		row(fmt.Sprintf("committed orders, %d instance(s), %d clients", o.Instances, o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw", o.OfRaw), o.Load.P50, o.Load.P99)
+	}
+	row("sold-out refusals", br.SoldOut.PerSec, "/s", fmt.Sprintf("%.2fx healthz", br.RefusalRatio), br.SoldOut.P50, br.SoldOut.P99)
+	row("GET /healthz", br.Healthz.PerSec, "/s", "1", br.Healthz.P50, br.Healthz.P99)
+	fmt.Fprintf(&b, "<tr><td class=l>peak RSS, %d keep-alive clients on the sold-out path</td><td>%.0f MB</td><td></td><td>%s</td><td>%s</td></tr></table>",
+		br.Memory.Clients, max(br.Memory.PeakRSSMB, br.Memory.MaxRSSMB), ms(br.Memory.Load.P50), ms(br.Memory.Load.P99))
+	if len(br.Targets) > 0 {
+		b.WriteString("<table><tr><th class=l>target</th><th>want</th><th>this run</th><th class=l>verdict</th></tr>")
+		for _, t := range br.Targets {
+			v := `<span class=ok>met</span>`
+			if !t.Met {
+				v = `<span class=bad>missed by ` + html.EscapeString(t.Missed) + `</span>`
+			}
+			fmt.Fprintf(&b, "<tr><td class=l>%s</td><td>%s</td><td>%s %s</td><td class=l>%s</td></tr>", html.EscapeString(t.What), html.EscapeString(t.Want), trimFloat2(t.Got), t.Unit, v)
+		}
+		b.WriteString("</table>")
+	}
+	colors := []string{"#2e7d32", "#1565c0", "#6a1b9a"}
+	var orders, batches []chartSeries
+	for i, o := range br.Orders {
+		var op, bp [][2]float64
+		for _, s := range o.Series {
+			op = append(op, [2]float64{s.T, s.Orders})
+			if s.BatchMean > 0 {
+				bp = append(bp, [2]float64{s.T, s.BatchMean})
+			}
+		}
+		name := fmt.Sprintf("%d inst.", o.Instances)
+		orders = append(orders, chartSeries{name, colors[i%len(colors)], op})
+		if len(bp) > 0 {
+			batches = append(batches, chartSeries{name, colors[i%len(colors)], bp})
+		}
+	}
+	if len(orders) > 0 {
+		b.WriteString(lineChart("committed orders per second (from the database), hot product", orders, nil))
+	}
+	if len(batches) > 0 {
+		b.WriteString(lineChart("mean batch size per second ("+benchBatchMetric+")", batches, nil))
+	}
+	return b.String()
+}
