@@ -78,8 +78,14 @@ func trimFloat2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 func benchHTML(br *benchReport) string {
 	var b strings.Builder
 	b.WriteString("<table><tr><th class=l>measure</th><th>figure</th><th>ratio</th><th>p50</th><th>p99</th></tr>")
+	lat := func(d time.Duration) string {
+		if d == 0 {
+			return "-" // no HTTP in this phase
+		}
+		return ms(d)
+	}
 	row := func(what string, fig float64, unit, ratio string, p50, p99 time.Duration) {
-		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td>%.0f %s</td><td>%s</td><td>%s</td><td>%s</td></tr>", html.EscapeString(what), fig, unit, ratio, ms(p50), ms(p99))
+		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td>%.0f %s</td><td>%s</td><td>%s</td><td>%s</td></tr>", html.EscapeString(what), fig, unit, ratio, lat(p50), lat(p99))
 	}
 	row(fmt.Sprintf("raw database ceiling, %d workers", br.Raw.Workers), br.Raw.TxPerSec, "tx/s", "1", 0, 0)
 	for _, o := range br.Orders {
