@@ -105,6 +105,9 @@ func TestBenchEndToEnd(t *testing.T) {
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
 	}
+	if br.OneUnit.Orders != 1 || br.OneUnit.Buyers < 100 {
+		t.Errorf("the 1-unit product: %d orders after %d buyers, want exactly 1 after hundreds", br.OneUnit.Orders, br.OneUnit.Buyers)
+	}
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	if err != nil {
 		t.Fatal(err)

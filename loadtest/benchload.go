@@ -145,6 +145,7 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 	for _, r := range results {
 		lat = append(lat, r.lat...)
 		out.Requests += r.requests
+		out.Sent += r.sent
 		for k, v := range r.answers {
 			out.Answers[k] += v
 		}
@@ -170,7 +171,8 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 
 type benchClientResult struct {
 	lat      []uint32 // microseconds, requests started in the window
-	requests int
+	requests int      // started in the window
+	sent     int
 	answers  map[string]int
 	err      error
 }
@@ -198,8 +200,8 @@ func (l benchLoad) client(ctx context.Context, hc *http.Client, u *url.URL, bear
 		}
 		req := &http.Request{Method: l.method, URL: u, Host: u.Host, Header: hdr, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 		status, code, err := roundTrip(hc, req, buf)
-		measured := !start.Before(t0)
-		if measured {
+		res.sent++
+		if !start.Before(t0) {
 			res.requests++
 			res.lat = append(res.lat, uint32(min(time.Since(start).Microseconds(), 1<<32-1)))
 			res.answers[answerKey(status, code)]++

@@ -30,6 +30,10 @@ func benchTargets(br *benchReport) []benchTarget {
 	if br.RefusalRatio > 0 {
 		add("sold-out refusals/s ÷ /healthz", ">= 0.6x", "x", br.RefusalRatio, br.RefusalRatio >= 0.6, fmt.Sprintf("%.2fx short", 0.6-br.RefusalRatio))
 	}
+	if u := br.OneUnit; u.Buyers > 0 {
+		add(fmt.Sprintf("orders of a 1-unit product after %d distinct buyers", u.Buyers), "exactly 1", "", float64(u.Orders), u.Orders == 1,
+			fmt.Sprintf("%d orders", u.Orders))
+	}
 	if m := br.Memory; m.PeakRSSMB > 0 || m.MaxRSSMB > 0 {
 		peak := max(m.PeakRSSMB, m.MaxRSSMB)
 		add(fmt.Sprintf("peak RSS, %d connections", m.Clients), "<= 150 MB", "MB", peak, peak <= 150, fmt.Sprintf("%.0f MB over", peak-150))
