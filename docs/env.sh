@@ -3,7 +3,8 @@
 #   source docs/env.sh
 #
 # Names the chapters use, with the defaults of docs/README.md "Before you
-# start"; a value you exported before wins. Then a few helpers, so that the
+# start"; a value you exported before wins (a shop on another port:
+# export SHOP=http://localhost:8090 first). Then a few helpers, so that the
 # commands stay short. Works in bash and zsh.
 
 export SHOP="${SHOP:-http://localhost:8080}"                      # the shop you started
