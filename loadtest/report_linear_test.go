@@ -59,7 +59,7 @@ func TestLinearInReports(t *testing.T) {
 	}
 	for _, name := range []string{"linear-race-p7.html", "linear-compare-naive-p7.html"} {
 		pic, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil || !bytes.Contains(pic, []byte("created S2")) {
+		if err != nil || !bytes.Contains(pic, []byte("buyer 2 buys 1")) {
 			t.Errorf("picture %s: %v", name, err)
 		}
 		if !bytes.Contains(page, []byte(`href="`+name+`"`)) {
