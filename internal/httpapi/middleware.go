@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -114,6 +115,10 @@ func accessLog(m *httpMetrics) gin.HandlerFunc {
 			level = slog.LevelDebug
 		case status >= 500:
 			level = slog.LevelWarn
+		case strings.HasPrefix(c.Request.UserAgent(), "shop-loadgen/"):
+			// Simulated buyers (loadgen.UserAgent: a lab race, the
+			// harness), thousands per run; a race logs its start and end.
+			level = slog.LevelDebug
 		case (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead) && status < 400:
 			// Reads that worked, above all the demo page's own polling
 			// (products every second, a race every few hundred ms), would
