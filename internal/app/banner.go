@@ -59,7 +59,7 @@ func writeStartInfo(w io.Writer, s startInfo) {
 		line("reset demo", "the data lives in the SHOP_MYSQL_DSN database: drop and recreate it, then start again")
 	}
 	if !strings.EqualFold(s.logLevel, "debug") {
-		line("quiet log", "reads (GET) are logged at debug; --log-level debug shows them")
+		line("quiet log", "successful reads (the page polls) and simulated race buyers log at debug; --log-level debug shows them")
 	}
 	b.WriteString("\n")
 	_, _ = io.WriteString(w, b.String())
