@@ -551,62 +551,21 @@ func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOption
 	verdict, reason := linear.Linearizable, ""
 	for _, id := range ids {
 		h := hs[id]
-		p := ProductLinear{ProductID: id, Stock: h.Stock, Operations: len(h.Ops)}
-		for _, op := range h.Ops {
-			if op.Answer == linear.Unknown {
-				p.Unanswered++
-			}
-		}
-		rep.Operations += len(h.Ops)
 		t := time.Now()
-		res := linear.Result{Verdict: linear.Undecided, Reason: "timed out before this product (" + o.Timeout.String() + ")"}
-		if ctx.Err() == nil {
-			res = linear.Check(ctx, h)
-		}
-		p.Verdict, p.Reason = res.Verdict.String(), res.Reason
-		var draw []int
-		pic := h
-		switch res.Verdict {
-		case linear.NotLinearizable:
-			verdict = linear.NotLinearizable
-			for _, fl := range res.Failures {
-				p.Failures = append(p.Failures, LinearFailure{Reason: fl.Reason, Rows: linearRows(h, src[id], fl)})
-			}
-			first := res.Failures[0]
-			draw, p.Picture = first.Set(h), "the smallest failing set, with its evidence"
-			vs = append(vs, audit.Violation{Invariant: LIN, ProductID: id, Detail: fmt.Sprintf(
-				"not linearizable: %s (smallest failing set: %d operations; %d reasons found)", first.Reason, len(first.Ops), len(res.Failures)),
-				Rows: p.Failures[0].Rows})
-		case linear.Linearizable:
-			if len(h.Ops) <= o.PictureOps {
-				pic, p.Picture = linear.Drawable(h), "the whole history (of the sends that got no answer, only those that can matter)"
-			} else {
-				p.NoPicture = fmt.Sprintf("%d operations, more than the %d a passing picture draws", len(h.Ops), o.PictureOps)
-			}
-		default:
-			if verdict == linear.Linearizable {
-				verdict, reason = linear.Undecided, fmt.Sprintf("product %d: %s", id, res.Reason)
-			}
-		}
+		p, res, v := judgeProduct(ctx, id, h, src[id], o)
 		rep.Took += time.Since(t)
-		if p.Picture != "" {
-			t := time.Now()
-			html, pv, err := linear.Picture(pic, draw, o.PictureTimeout)
-			rep.PicturesTook += time.Since(t)
-			p.Porcupine = pv.String()
-			if pv == linear.Undecided {
-				p.Porcupine = "unknown (its search timed out after " + o.PictureTimeout.String() + "; the picture shows how far it got)"
-			}
-			if err == nil {
-				p.PictureHTML = html
-			} else {
-				p.NoPicture = err.Error()
-			}
-			if pv != linear.Undecided && pv != res.Verdict {
-				p.Porcupine += " (DISAGREES with the exact checker: a bug in one of them)"
-			}
-		}
+		t = time.Now()
+		drawProduct(&p, h, res, o)
+		rep.PicturesTook += time.Since(t)
+		rep.Operations += len(h.Ops)
 		rep.Products = append(rep.Products, p)
+		switch {
+		case v != nil:
+			vs = append(vs, *v)
+			verdict = linear.NotLinearizable
+		case res.Verdict == linear.Undecided && verdict == linear.Linearizable:
+			verdict, reason = linear.Undecided, fmt.Sprintf("product %d: %s", id, res.Reason)
+		}
 	}
 	switch verdict {
 	case linear.Linearizable:
@@ -619,6 +578,64 @@ func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOption
 		rep.Reason = reason
 	}
 	return rep, vs
+}
+
+// judgeProduct checks one product's history with the exact checker; a
+// history that is not linearizable gives a LIN violation whose rows are its
+// smallest failing set.
+func judgeProduct(ctx context.Context, id int64, h linear.History, src []Record, o LinearOptions) (ProductLinear, linear.Result, *audit.Violation) {
+	p := ProductLinear{ProductID: id, Stock: h.Stock, Operations: len(h.Ops)}
+	for _, op := range h.Ops {
+		if op.Answer == linear.Unknown {
+			p.Unanswered++
+		}
+	}
+	res := linear.Result{Verdict: linear.Undecided, Reason: "timed out before this product (" + o.Timeout.String() + ")"}
+	if ctx.Err() == nil {
+		res = linear.Check(ctx, h)
+	}
+	p.Verdict, p.Reason = res.Verdict.String(), res.Reason
+	if res.Verdict != linear.NotLinearizable {
+		return p, res, nil
+	}
+	for _, fl := range res.Failures {
+		p.Failures = append(p.Failures, LinearFailure{Reason: fl.Reason, Rows: linearRows(h, src, fl)})
+	}
+	first := res.Failures[0]
+	return p, res, &audit.Violation{Invariant: LIN, ProductID: id, Detail: fmt.Sprintf(
+		"not linearizable: %s (smallest failing set: %d operations; %d reasons found)", first.Reason, len(first.Ops), len(res.Failures)),
+		Rows: p.Failures[0].Rows}
+}
+
+// drawProduct has porcupine draw the product: the smallest failing set, or
+// a passing history small enough; porcupine's own verdict on what it drew
+// is a cross-check of the exact checker's.
+func drawProduct(p *ProductLinear, h linear.History, res linear.Result, o LinearOptions) {
+	var draw []int
+	switch {
+	case res.Verdict == linear.NotLinearizable:
+		draw, p.Picture = res.Failures[0].Set(h), "the smallest failing set, with its evidence"
+	case res.Verdict == linear.Linearizable && len(h.Ops) <= o.PictureOps:
+		h, p.Picture = linear.Drawable(h), "the whole history (of the sends that got no answer, only those that can matter)"
+	case res.Verdict == linear.Linearizable:
+		p.NoPicture = fmt.Sprintf("%d operations, more than the %d a passing picture draws", len(h.Ops), o.PictureOps)
+		return
+	default:
+		return
+	}
+	html, pv, err := linear.Picture(h, draw, o.PictureTimeout)
+	p.Porcupine = pv.String()
+	switch {
+	case pv == linear.Undecided:
+		p.Porcupine = "unknown (its search timed out after " + o.PictureTimeout.String() + "; the picture shows how far it got)"
+	case pv != res.Verdict:
+		p.Porcupine += " (DISAGREES with the exact checker: a bug in one of them)"
+	}
+	if err != nil {
+		p.NoPicture = err.Error()
+		return
+	}
+	p.PictureHTML = html
 }
 
 // linearHistories turns the order records into one history per product
