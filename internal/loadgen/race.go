@@ -4,7 +4,8 @@
 // saw (Record) and checks those records against the database's facts: the
 // invariants only clients can judge (O3 no lost acknowledgement, O4
 // consistent replay, O5 no undersell, and the payment scenario's client-side
-// money checks).
+// money checks), and judges each product's history for linearizability
+// (CheckLinear, with internal/linear).
 //
 // It only speaks HTTP: it starts no process and opens no database, so the
 // load-test harness and an in-server lab route can both use it.
