@@ -18,6 +18,8 @@ const SHOTS = process.env.SCREENSHOT_DIR || path.join(here, '..', 'docs', 'scree
 const ADMIN = 'e2e-admin-token-' + Math.random().toString(36).slice(2, 12);
 const USER = 4242;
 const UI = 30_000; // ms an expectation may wait: the CI machine is small and busy
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
 
 let shop, base, tmp, context, page, shopLog = '';
 const pageErrors = [];
@@ -69,7 +71,7 @@ before(async () => {
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
       '--no-first-run', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1360, height: 900 },
+    viewport: DESKTOP,
     deviceScaleFactor: 1,
   });
   page = context.pages()[0] || (await context.newPage());
@@ -109,6 +111,43 @@ async function shopperTab() {
 
 let productId;
 
+// layoutProblems lists what is wrong with the layout as shown: a page wider
+// than the window (sideways scroll), a control or tile outside its card, a
+// title on more than two lines, a tile whose figure is cut.
+function layoutProblems() {
+  return page.evaluate(() => {
+    const out = [];
+    const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.dataset.testid ? `[${el.dataset.testid}]` : '') +
+      (el.textContent.trim() ? ` "${el.textContent.trim().slice(0, 24)}"` : '');
+    const de = document.documentElement;
+    if (de.scrollWidth > window.innerWidth) {
+      out.push(`the page is ${de.scrollWidth}px wide in a ${window.innerWidth}px window`);
+      // What sticks out: the deepest boxes that overflow (text that does not wrap).
+      const over = [...document.body.querySelectorAll('*')].filter((el) => getComputedStyle(el).display !== 'inline' &&
+        el.scrollWidth > el.clientWidth + 1 && ![...el.children].some((c) => c.scrollWidth > c.clientWidth + 1));
+      for (const el of over.slice(0, 5)) out.push(`  ${name(el)} holds ${el.scrollWidth}px in ${el.clientWidth}px`);
+    }
+    const shown = (el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
+    for (const el of document.querySelectorAll('.card button, .card input, .card select, .card .stat, .card table, .card .chart, .card .side')) {
+      if (!shown(el)) continue;
+      const c = el.closest('.card').getBoundingClientRect();
+      const r = el.getBoundingClientRect();
+      if (r.left < c.left - 0.5 || r.right > c.right + 0.5) out.push(`${name(el)} spans x ${r.left.toFixed(0)}..${r.right.toFixed(0)}, outside its card (${c.left.toFixed(0)}..${c.right.toFixed(0)})`);
+    }
+    const brand = document.querySelector('.brand');
+    const fs = parseFloat(getComputedStyle(brand).fontSize);
+    if (brand.getBoundingClientRect().height > fs * 1.4 * 2) out.push(`the title takes ${brand.getBoundingClientRect().height}px: more than two lines`);
+    for (const v of document.querySelectorAll('.stat .v')) {
+      if (shown(v) && v.scrollWidth > v.clientWidth + 1) out.push(`tile ${name(v)} is cut`);
+    }
+    return out;
+  });
+}
+
+async function checkLayout(what) {
+  assert.deepEqual(await layoutProblems(), [], what);
+}
+
 test('the page is served offline from the binary', async () => {
   const res = await page.goto(base + '/');
   assert.equal(res.status(), 200);
@@ -116,11 +155,13 @@ test('the page is served offline from the binary', async () => {
   assert.match(await page.title(), /Seckill shop/);
 });
 
-test('operator: admin token, create a sale, credit a wallet (and replay the credit)', async () => {
+test('operator: admin token (the header says so), create a sale, credit a wallet (and replay the credit)', async () => {
   await operatorTab();
+  await expectText('#who', /no admin token/);
   await page.fill('#admin-token', ADMIN);
   await page.click('#admin-btn');
   await expectText('#strategy', /lock-fence/);
+  await expectText('#who', /operator · admin token accepted/);
 
   await page.fill('#create-name', 'Limited sneakers');
   await page.fill('#create-price', '15.00');
@@ -140,8 +181,25 @@ test('operator: admin token, create a sale, credit a wallet (and replay the cred
   await expectText('#credit-result', /\$100\.00/); // replayed, not credited twice
 });
 
-test('shopper: log in, buy in the flash sale, pay, see the wallet change', async () => {
+test('shopper: an empty wallet offers no Pay button', async () => {
   await shopperTab();
+  await page.fill('#login-user', String(USER + 1));
+  await page.click('#login-btn');
+  await expectText('#who', new RegExp(`user ${USER + 1}`));
+  await expectText('#wallet-balance', /\$0\.00/);
+  await page.click(`[data-testid=buy-${productId}]`);
+  await expectText('#buy-result', /201 Created/);
+  const pay = page.locator('#orders-table tr[data-status=pending] button:has-text("Pay")');
+  await pay.waitFor();
+  await page.waitForFunction(() => document.querySelector('#orders-table tr[data-status=pending] button.primary')?.disabled === true);
+  await page.waitForSelector('#wallet-empty:not([hidden])');
+  // Give the unit back, so the sale below counts from 5 again.
+  await page.click('#orders-table tr[data-status=pending] button:has-text("Cancel")');
+  await page.waitForSelector('#orders-table tr[data-status=cancelled]');
+  await page.waitForSelector('#wallet-empty[hidden]', { state: 'attached' });
+});
+
+test('shopper: log in, buy in the flash sale, pay, see the wallet change', async () => {
   await page.fill('#login-user', String(USER));
   await page.click('#login-btn');
   await expectText('#who', new RegExp(`user ${USER}`));
@@ -186,35 +244,120 @@ test('shopper: regular order with Idempotency-Key, retry replays, cancel returns
   await page.click('#order-btn');
   await expectText('#order-result', /409 Conflict\s*Insufficient stock/);
 
-  // A pending order for the screenshot, then the picture.
+  // A pending order for the screenshot.
   await page.fill('#order-qty', '1');
   await page.click('#order-btn');
   await expectText('#order-result', /201 Created/);
   await page.waitForSelector('#orders-table tr[data-status=pending]');
   await expectText('#wallet-balance', /\$85\.00/);
+});
+
+test('shopper: a sold-out row has no active button', async () => {
+  await operatorTab();
+  await page.fill('#create-name', 'Last pair');
+  await page.fill('#create-stock', '1');
+  await page.click('#create-btn');
+  await expectText('#create-result', /201 Created.*Last pair/);
+  const id = Number(((await text('#create-result')).match(/#(\d+) Last pair/) || [])[1]);
+  await shopperTab();
+  await page.click(`[data-testid=buy-${id}]`);
+  await expectText('#buy-result', /201 Created/);
+  await expectText(`#products-table tr[data-id="${id}"] .stock`, /^0$/);
+  await page.waitForFunction((i) => {
+    const b = document.querySelector(`[data-testid=buy-${i}]`);
+    return b && b.disabled && b.textContent === 'Sold out';
+  }, id);
   fs.mkdirSync(SHOTS, { recursive: true });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await checkLayout('shopper view at 1280x900');
   await page.screenshot({ path: path.join(SHOTS, 'shopper.png'), fullPage: true });
 });
 
-test('operator: a race of 300 buyers for 30 units ends with 30 orders and a green audit', async () => {
+// Every render of the race panel is recorded, as the operator saw it.
+function recordFrames() {
+  return page.evaluate(() => {
+    window.raceFrames = [];
+    const read = () => {
+      for (const el of document.querySelectorAll('#race-sides .side')) {
+        const n = (t) => Number(el.querySelector(`[data-testid=${t}]`)?.textContent);
+        window.raceFrames.push({ strategy: el.dataset.strategy, safe: el.classList.contains('safe'), done: el.dataset.done === 'true',
+          units: n('units'), created: n('created'), stock: n('stock'), oversold: n('oversold') });
+      }
+    };
+    new MutationObserver(read).observe(document.getElementById('race-sides'), { childList: true, subtree: true, characterData: true });
+  });
+}
+
+test('operator: side by side, 300 buyers for 30 units on lock-fence and on naive at once', async () => {
   await operatorTab();
-  await page.selectOption('#race-product', '');
+  await recordFrames();
   await page.fill('#race-stock', '30');
   await page.fill('#race-buyers', '300');
   await page.fill('#race-conc', '50');
+  await page.selectOption('#race-vs', 'naive');
+  await expectText('#race-vs-note', /naive: read the stock/);
   await page.click('#race-btn');
-  await expectText('#race-result', /202 Accepted/);
+  await expectText('#race-result', /202 Accepted.*lock-fence vs .*naive/);
   await page.waitForSelector('#race[data-done=true]', { timeout: 240_000 });
-  assert.equal(await page.getAttribute('#race-verdict', 'data-ok'), 'true', await text('#race-verdict'));
-  assert.equal(await text('[data-testid=race-created]'), '30');
-  assert.equal(await text('[data-testid=race-oversold]'), '0');
-  assert.equal(await text('[data-testid=race-stock]'), '0');
-  await page.waitForSelector('#race-chart svg path.created');
 
-  await page.click('#audit-btn');
-  await page.waitForSelector('#audit-verdict[data-ok=true]');
+  const safe = '#race-side-0', naive = '#race-side-1';
+  assert.equal(await page.getAttribute(safe, 'data-strategy'), 'lock-fence');
+  assert.equal(await page.getAttribute(naive, 'data-strategy'), 'naive');
+  await page.waitForSelector(`${safe} .verdict[data-ok]`);
+  assert.equal(await page.getAttribute(`${safe} .verdict`, 'data-ok'), 'true', await text(`${safe} .verdict`));
+  assert.equal(await text(`${safe} [data-testid=created]`), '30');
+  assert.equal(await text(`${safe} [data-testid=oversold]`), '0');
+  assert.equal(await text(`${safe} [data-testid=stock]`), '0');
+  await page.waitForSelector(`${safe} .chart svg path.created`);
+  await page.waitForSelector(`${naive} .chart svg path.created`);
+
+  // The naive side: its verdict agrees with its numbers, whatever the timing.
+  const n = (t) => text(`${naive} [data-testid=${t}]`).then(Number);
+  const [created, stock, oversold] = [await n('created'), await n('stock'), await n('oversold')];
+  const naiveOK = await page.getAttribute(`${naive} .verdict`, 'data-ok');
+  assert.equal(naiveOK, String(oversold === 0 && created + stock === 30), `naive: ${created} orders, stock ${stock}, oversold ${oversold}, audit ok ${naiveOK}`);
+  if (oversold > 0) await expectText(`${naive} .verdict`, new RegExp(`oversold by ${oversold}`));
+
+  // Every frame the operator saw: a safe side never shows orders + stock
+  // above the units on sale; oversold is orders beyond units until the audit.
+  const frames = await page.evaluate(() => window.raceFrames);
+  assert.ok(frames.length >= 4, `only ${frames.length} frames recorded`);
+  for (const f of frames) {
+    if (f.safe) assert.ok(f.created + f.stock <= f.units, `a frame showed ${JSON.stringify(f)}`);
+    if (!f.done) assert.equal(f.oversold, Math.max(0, f.created - f.units), `a frame showed ${JSON.stringify(f)}`);
+  }
+  console.log(`side by side: ${frames.length} frames; naive ${created} orders for 30 units, stock ${stock}, oversold ${oversold}`);
+
   await page.evaluate(() => window.scrollTo(0, 0));
+  await checkLayout('operator view at 1280x900');
   await page.screenshot({ path: path.join(SHOTS, 'operator.png'), fullPage: true });
+});
+
+test('shopper: lab race products stay out of the list unless asked for', async () => {
+  await shopperTab();
+  await expectText('#lab-count', /show 2 lab race products/);
+  const names = () => page.$$eval('#products-table tbody td.name', (tds) => tds.map((t) => t.textContent));
+  assert.ok(!(await names()).some((x) => x.startsWith('Lab race ')), (await names()).join(', '));
+  await page.check('#show-lab');
+  await page.waitForFunction(() => [...document.querySelectorAll('#products-table tbody td.name')].filter((t) => t.textContent.startsWith('Lab race ')).length === 2);
+  await page.uncheck('#show-lab');
+  await page.waitForFunction(() => ![...document.querySelectorAll('#products-table tbody td.name')].some((t) => t.textContent.startsWith('Lab race ')));
+});
+
+test('at 390x844 (a phone): no sideways scroll, every control inside its card, tiles whole', async () => {
+  await page.setViewportSize(PHONE);
+  try {
+    await shopperTab();
+    await checkLayout('shopper view at 390x844');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: path.join(SHOTS, 'shopper-phone.png'), fullPage: true });
+    await operatorTab();
+    await checkLayout('operator view at 390x844');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: path.join(SHOTS, 'operator-phone.png'), fullPage: true });
+  } finally {
+    await page.setViewportSize(DESKTOP);
+  }
 });
 
 test('the page raised no script error and asked nothing of the network', () => {

@@ -89,7 +89,9 @@ function show(box, r, summary) {
   else line.append(h('span', { class: 'title' }, r.problem.title || 'Error'));
   box.append(line);
   if (!r.ok) {
-    if (r.problem.detail) box.append(h('div', { class: 'detail' }, r.problem.detail));
+    // A detail that only repeats the title ("Sold out" / "sold out") is left out.
+    const d = r.problem.detail || '';
+    if (d && d.toLowerCase() !== String(r.problem.title || '').toLowerCase()) box.append(h('div', { class: 'detail' }, d));
     if (r.problem.errors) {
       box.append(h('ul', { class: 'fields' }, Object.entries(r.problem.errors).map(([f, m]) => h('li', {}, h('code', {}, f), ' ', m))));
     }
@@ -114,6 +116,11 @@ const state = {
   userId: Number(sessionStorage.getItem('shop.userId')) || 0,
   adminToken: sessionStorage.getItem('shop.adminToken') || '',
   products: [],
+  showLab: false, // show lab race products in the shopper's list
+  balance: null, // the wallet's cents, once read
+  orders: [],
+  adminOK: false, // the admin token was accepted
+  strategies: [], // GET /admin/lab/info race_strategies
   lastOrder: null, // { key, body } of the last regular order
   lastRestock: null,
   lastCredit: null,
@@ -128,14 +135,20 @@ function route() {
     $('view-' + v).hidden = v !== view;
     $('tab-' + v).setAttribute('aria-selected', String(v === view));
   }
+  renderWho();
 }
 
 // ---------- shopper: login ----------
 
+// renderWho says who the page acts as in the view shown: the shopper's
+// user, or whether the operator's admin token was accepted.
 function renderWho() {
   const who = $('who');
   who.replaceChildren();
-  if (state.userToken) who.append('shopping as ', h('b', {}, 'user ' + state.userId));
+  if (location.hash === '#operator') {
+    if (state.adminOK) who.append('operator · ', h('b', { class: 'ok' }, 'admin token accepted ✓'));
+    else who.append('operator · no admin token yet');
+  } else if (state.userToken) who.append('shopping as ', h('b', {}, 'user ' + state.userId));
   else who.append('not logged in');
   $('logout-btn').hidden = !state.userToken;
   $('login-btn').textContent = state.userToken ? 'Switch user' : 'Log in';
@@ -149,6 +162,7 @@ async function login(ev) {
   if (!r.ok) return;
   state.userToken = r.data.token;
   state.userId = r.data.user_id;
+  state.balance = null;
   sessionStorage.setItem('shop.userToken', state.userToken);
   sessionStorage.setItem('shop.userId', String(state.userId));
   renderWho();
@@ -160,6 +174,7 @@ function logout(why) {
   state.userId = 0;
   sessionStorage.removeItem('shop.userToken');
   sessionStorage.removeItem('shop.userId');
+  state.balance = null;
   renderWho();
   renderOrders([]);
   $('wallet-balance').textContent = '–';
@@ -198,15 +213,25 @@ async function pollProducts() {
   renderProducts();
 }
 
+// Lab race products (lab.go's labProductPrefix) are bought by simulated
+// buyers; the shopper's list leaves them out unless asked to show them.
+const LAB_PREFIX = 'Lab race ';
+const isLab = (p) => p.name.startsWith(LAB_PREFIX);
+const shopperProducts = () => state.products.filter((p) => state.showLab || !isLab(p));
+
 function renderProducts() {
   const body = $('products-table').tBodies[0];
   const seen = new Set();
-  for (const p of state.products) {
+  const shown = shopperProducts();
+  const labN = state.products.length - state.products.filter((p) => !isLab(p)).length;
+  $('lab-toggle').hidden = labN === 0;
+  $('lab-count').textContent = `show ${labN} lab race product${labN === 1 ? '' : 's'} (hidden: simulated buyers bought them)`;
+  for (const p of shown) {
     seen.add(String(p.id));
     let tr = body.querySelector(`tr[data-id="${p.id}"]`);
     if (!tr) {
       tr = h('tr', { 'data-id': p.id },
-        h('td', { class: 'mono' }, p.id),
+        h('td', { class: 'mono opt' }, p.id),
         h('td', { class: 'name' }, p.name),
         h('td', { class: 'num' }, money(p.price_cents)),
         h('td', { class: 'num' }, h('span', { class: 'stock' })),
@@ -224,28 +249,32 @@ function renderProducts() {
     }
     s.classList.toggle('zero', p.stock <= 0);
     tr.querySelector('.name').textContent = p.name;
+    // A sold-out row has no active button: the stock cell already says 0.
+    const b = tr.querySelector('button.buy');
+    b.disabled = p.stock <= 0;
+    b.textContent = p.stock <= 0 ? 'Sold out' : 'Buy now ⚡';
   }
   for (const tr of [...body.rows]) if (!seen.has(tr.dataset.id)) tr.remove();
-  $('products-empty').hidden = state.products.length > 0;
-  for (const id of ['order-product', 'restock-product', 'race-product']) fillProductSelect($(id), id === 'race-product');
+  $('products-empty').hidden = shown.length > 0;
+  fillProductSelect($('order-product'), shown);
+  fillProductSelect($('restock-product'), state.products);
 }
 
-function fillProductSelect(sel, withNew) {
-  const want = (withNew ? [''] : []).concat(state.products.map((p) => String(p.id)));
+function fillProductSelect(sel, products) {
+  const want = products.map((p) => String(p.id));
   const have = [...sel.options].map((o) => o.value);
   if (want.join(',') === have.join(',')) {
     for (const o of sel.options) {
-      const p = state.products.find((x) => String(x.id) === o.value);
+      const p = products.find((x) => String(x.id) === o.value);
       if (p) o.textContent = `#${p.id} ${p.name} (${p.stock} left)`;
     }
     return;
   }
   const keep = sel.value;
   sel.replaceChildren();
-  if (withNew) sel.append(h('option', { value: '' }, 'a new sale'));
-  for (const p of state.products) sel.append(h('option', { value: p.id }, `#${p.id} ${p.name} (${p.stock} left)`));
+  for (const p of products) sel.append(h('option', { value: p.id }, `#${p.id} ${p.name} (${p.stock} left)`));
   if (want.includes(keep)) sel.value = keep;
-  else if (!withNew && state.products.length) sel.value = String(state.products[state.products.length - 1].id);
+  else if (products.length) sel.value = String(products[products.length - 1].id);
 }
 
 // ---------- shopper: buy, order, pay, cancel ----------
@@ -307,17 +336,25 @@ async function refreshOrders() {
   renderOrders(r.data.items);
 }
 
+// renderOrders lists the orders; Pay is off while the wallet (once read)
+// holds less than the order costs, so a $0.00 wallet never offers it.
 function renderOrders(items) {
+  state.orders = items;
   const body = $('orders-table').tBodies[0];
+  const short$ = (o) => state.balance !== null && state.balance < o.amount_cents;
+  $('wallet-empty').hidden = !items.some((o) => o.status === 'pending' && short$(o));
   body.replaceChildren(...items.map((o) => h('tr', { 'data-order': o.order_no, 'data-status': o.status },
     h('td', { title: o.order_no + ' · ' + new Date(o.created_at).toLocaleString() }, h('span', { class: 'mono' }, short(o.order_no)),
       h('div', { class: 'sub' }, 'product #' + o.product_id + ' · ' + time(o.created_at))),
-    h('td', {}, h('span', { class: 'badge ' + o.kind }, o.kind)),
-    h('td', { class: 'num' }, o.quantity),
+    h('td', { class: 'opt' }, h('span', { class: 'badge ' + o.kind }, o.kind)),
+    h('td', { class: 'num opt' }, o.quantity),
     h('td', { class: 'num' }, money(o.amount_cents)),
     h('td', {}, h('span', { class: 'badge ' + o.status }, o.status)),
     h('td', { class: 'actions' }, o.status === 'pending' ? [
-      h('button', { class: 'primary small', onclick: () => pay(o.order_no) }, 'Pay'),
+      h('button', {
+        class: 'primary small', onclick: () => pay(o.order_no), disabled: short$(o),
+        title: short$(o) ? `the wallet holds ${money(state.balance)}: an operator must credit it first` : undefined,
+      }, 'Pay'),
       h('button', { class: 'small', onclick: () => cancel(o.order_no) }, 'Cancel'),
     ] : []))));
   $('orders-empty').hidden = items.length > 0;
@@ -329,6 +366,10 @@ async function refreshWallet() {
   if (!r.ok) return show($('wallet-result'), r);
   $('wallet-result').replaceChildren();
   $('wallet-balance').textContent = money(r.data.balance_cents);
+  if (state.balance !== r.data.balance_cents) {
+    state.balance = r.data.balance_cents;
+    renderOrders(state.orders);
+  }
 }
 
 function refreshUser() {
@@ -352,7 +393,8 @@ function needAdmin(box) {
   return true;
 }
 
-// labInfo checks the token and shows the stock strategy in use.
+// labInfo checks the token, shows the stock strategy in use and offers the
+// strategies a side-by-side race can put against the safe one.
 async function labInfo(report) {
   if (!state.adminToken) return;
   const r = await api('GET', '/api/v1/admin/lab/info', { token: state.adminToken });
@@ -361,12 +403,14 @@ async function labInfo(report) {
   if (r.status === 404) { // lab routes off: check the token on the audit route instead
     const a = await api('GET', '/api/v1/admin/audit', { token: state.adminToken });
     show(box, a, 'admin token accepted');
+    setAdminOK(a.ok);
     st.className = 'strategy';
     st.textContent = a.ok ? 'Lab routes are off on this instance (SHOP_LAB_ROUTES=false): no flash sale race here.' : '';
     $('race-btn').disabled = true;
     return;
   }
   if (report || !r.ok) show(box, r, 'admin token accepted');
+  setAdminOK(r.ok);
   if (!r.ok) { st.textContent = ''; return; }
   const i = r.data;
   st.className = 'strategy ' + (i.safe ? 'safe' : 'unsafe');
@@ -374,7 +418,32 @@ async function labInfo(report) {
     i.safe ? ' — safe (lock + fencing token)' : ' — UNSAFE lab mode: ' + i.lab_switches.join(', '));
   $('race-buyers').max = i.max_buyers;
   $('race-conc').max = i.max_concurrency;
+  state.strategies = i.race_strategies || [];
+  fillStrategies();
   if (i.running_race && !state.race) followRace(i.running_race);
+}
+
+function setAdminOK(ok) {
+  state.adminOK = ok;
+  renderWho();
+}
+
+// fillStrategies offers, against lock-fence, the strategies that oversell
+// in this instance first, then the others (which will stay green).
+function fillStrategies() {
+  const sel = $('race-vs');
+  const keep = sel.value;
+  const others = state.strategies.filter((x) => x.name !== 'lock-fence');
+  others.sort((a, b) => Number(b.oversells) - Number(a.oversells));
+  sel.replaceChildren(...others.map((x) => h('option', { value: x.name }, x.name + (x.oversells ? ' (oversells)' : ' (stays correct here)'))),
+    h('option', { value: '' }, 'nothing: one sale, server strategy'));
+  if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+  noteStrategy();
+}
+
+function noteStrategy() {
+  const x = state.strategies.find((s) => s.name === $('race-vs').value);
+  $('race-vs-note').textContent = x ? x.name + ': ' + x.note + '.' : '';
 }
 
 async function createProduct(ev) {
@@ -465,12 +534,12 @@ async function startRace(ev) {
   ev.preventDefault();
   const box = $('race-result');
   if (needAdmin(box)) return;
-  const pid = $('race-product').value;
-  const body = { buyers: Number($('race-buyers').value), concurrency: Number($('race-conc').value) };
-  if (pid) body.product_id = Number(pid);
-  else body.stock = Number($('race-stock').value);
+  const vs = $('race-vs').value;
+  const body = { stock: Number($('race-stock').value), buyers: Number($('race-buyers').value), concurrency: Number($('race-conc').value) };
+  if (vs) body.strategies = ['lock-fence', vs];
   const r = await api('POST', '/api/v1/admin/lab/races', { token: state.adminToken, body });
-  show(box, r, r.ok && ['race ', h('code', {}, r.data.race_id), ` started: ${r.data.buyers} buyers for ${r.data.initial_stock} units of product #${r.data.product_id} (${r.data.stock_strategy})`]);
+  show(box, r, r.ok && ['race ', h('code', {}, r.data.race_id), ` started: ${r.data.buyers} buyers for ${r.data.initial_stock} units on each side (`,
+    r.data.sides.map((s) => `#${s.product_id} ${s.stock_strategy}`).join(' vs '), ')']);
   if (r.ok) followRace(r.data.race_id, r.data);
 }
 
@@ -499,54 +568,89 @@ function stat(cls, value, label, testid) {
   return h('div', { class: 'stat ' + cls }, h('div', { class: 'v', 'data-testid': testid }, value), h('div', { class: 'l' }, label));
 }
 
+const saleSeconds = (side) => (side.series.length ? side.series[side.series.length - 1].t_ms : 0) / 1000;
+
+// renderRace draws one panel per side. Every figure of a panel comes from
+// one server snapshot (counters, then stock), so a safe side never shows
+// more orders + stock than units; both charts share their scales.
 function renderRace(v) {
-  $('race').dataset.done = String(v.done);
-  $('race-stats').replaceChildren(
-    stat('created', v.created, 'orders created', 'race-created'),
-    stat('soldout', v.sold_out, 'sold-out answers', 'race-soldout'),
-    stat('stock', v.stock, 'stock left', 'race-stock'),
-    stat(v.oversold > 0 ? 'bad' : '', v.oversold, 'oversold units', 'race-oversold'),
-    stat('', `${v.buyers_done}/${v.buyers}`, 'buyers answered', 'race-done'),
-    stat('', v.sent, 'requests sent', 'race-sent'),
-    stat('', v.busy, '503 busy (retried)', 'race-busy'),
-    stat(v.errors ? 'bad' : '', v.errors, 'errors', 'race-errors'),
+  const race = $('race');
+  race.dataset.done = String(v.done);
+  race.dataset.sides = String(v.sides.length);
+  const phase = $('race-phase');
+  const what = {
+    login: `Logging in ${v.buyers} buyers per side (demo login)…`,
+    race: `Selling… ${Math.max(...v.sides.map(saleSeconds)).toFixed(1)} s`,
+    audit: 'Sold: auditing each product…',
+    done: `Done: ${v.buyers} buyers, ${v.concurrency} in flight per side, ${(v.elapsed_ms / 1000).toFixed(1)} s with logins and audits`,
+  }[v.phase] || 'Starting…';
+  phase.className = 'race-head verdict ' + (v.done ? (v.error ? 'bad' : '') : 'running');
+  phase.replaceChildren(h('div', { class: 'head' }, what));
+  if (v.error) phase.append(h('div', {}, v.error));
+  const scale = {
+    tMax: Math.max(500, ...v.sides.map((s) => saleSeconds(s) * 1000)),
+    uMax: Math.max(1, ...v.sides.map((s) => Math.max(s.initial_stock, s.created, ...s.series.map((p) => Math.max(p.created, p.stock))))) * 1.08,
+    aMax: Math.max(1, ...v.sides.map((s) => Math.max(v.buyers - Math.min(v.buyers, s.initial_stock), s.sold_out))) * 1.08,
+  };
+  const box = $('race-sides');
+  v.sides.forEach((s, i) => {
+    let el = $('race-side-' + i);
+    if (!el) {
+      el = h('section', { class: 'side', id: 'race-side-' + i },
+        h('h3', {}, h('code', { class: 'name' }), h('span', { class: 'badge' })),
+        h('p', { class: 'note' }),
+        h('div', { class: 'stats' }), h('div', { class: 'chart' }), h('div', { class: 'verdict' }));
+      box.append(el);
+    }
+    renderSide(el, v, s, scale);
+  });
+  for (const el of [...box.children].slice(v.sides.length)) el.remove();
+}
+
+function renderSide(el, v, s, scale) {
+  el.className = 'side ' + (s.safe ? 'safe' : 'unsafe');
+  el.dataset.strategy = s.stock_strategy;
+  el.dataset.done = String(s.phase === 'done');
+  el.querySelector('.name').textContent = s.stock_strategy;
+  const x = state.strategies.find((t) => t.name === s.stock_strategy);
+  el.querySelector('.badge').textContent = s.safe ? 'safe' : x && x.oversells ? 'unsafe: oversells' : 'lab strategy';
+  el.querySelector('.note').textContent = `product #${s.product_id}` + (x ? ' · ' + x.note : '');
+  el.querySelector('.stats').replaceChildren(
+    stat('', s.initial_stock, 'units on sale', 'units'),
+    stat('created', s.created, 'orders created', 'created'),
+    stat('stock', s.stock, 'stock left', 'stock'),
+    stat(s.oversold > 0 ? 'bad' : '', s.oversold, 'oversold units', 'oversold'),
+    stat('soldout', s.sold_out, 'sold-out answers', 'soldout'),
+    stat('', `${s.buyers_done}/${v.buyers}`, 'buyers answered', 'done'),
+    stat('', s.busy, '503 busy (retried)', 'busy'),
+    stat(s.errors ? 'bad' : '', s.errors, 'errors', 'errors'),
   );
-  drawChart($('race-chart'), v);
-  const verdict = $('race-verdict');
-  if (!v.done) {
-    verdict.className = 'verdict running';
-    verdict.dataset.ok = '';
-    const t = v.series.length ? v.series[v.series.length - 1].t_ms : 0;
-    const what = {
-      login: `Logging in ${v.buyers} buyers (demo login)…`,
-      race: `Selling… ${(t / 1000).toFixed(1)} s`,
-      audit: 'Sold: auditing the product…',
-    }[v.phase] || 'Starting…';
-    verdict.replaceChildren(h('div', { class: 'head' }, what), h('div', {}, `strategy ${v.stock_strategy}`));
-  } else if (v.audit) {
-    renderVerdict(verdict, v.audit, v);
-    const t = v.series.length ? v.series[v.series.length - 1].t_ms : 0;
-    verdict.append(h('div', { class: 'route' }, `race ${v.race_id} · sale ${(t / 1000).toFixed(1)} s (${(v.elapsed_ms / 1000).toFixed(1)} s with logins and audit) · strategy ${v.stock_strategy}`));
-  } else {
+  drawChart(el.querySelector('.chart'), v, s, scale);
+  const verdict = el.querySelector('.verdict');
+  if (s.audit) {
+    renderVerdict(verdict, s.audit, s);
+    verdict.append(h('div', { class: 'route' }, `sale ${saleSeconds(s).toFixed(1)} s · ${s.sent} requests sent`));
+  } else if (v.done) {
     verdict.className = 'verdict bad';
     verdict.replaceChildren(h('div', { class: 'head' }, 'No verdict'), h('div', {}, v.error || 'the audit did not run'));
+  } else {
+    verdict.className = 'verdict running';
+    verdict.dataset.ok = '';
+    verdict.replaceChildren(h('div', { class: 'head' }, { login: 'Logging in…', race: 'Selling…', audit: 'Auditing…' }[s.phase] || '…'));
   }
 }
 
 // drawChart plots orders and stock (left axis, units) and sold-out answers
 // (right axis) over time, with the units on sale as a dashed line: an
 // oversell shows as orders climbing above it.
-function drawChart(el, v) {
+function drawChart(el, v, side, { tMax, uMax, aMax }) {
   const W = 640, H = 240, L = 44, R = 48, T = 14, B = 26;
-  const pts = v.series.length ? v.series : [{ t_ms: 0, created: 0, sold_out: 0, stock: v.initial_stock }];
-  const tMax = Math.max(500, pts[pts.length - 1].t_ms);
-  const uMax = Math.max(1, v.initial_stock, v.created, ...pts.map((p) => Math.max(p.created, p.stock))) * 1.08;
-  const aMax = Math.max(1, v.buyers - Math.min(v.buyers, v.initial_stock), v.sold_out) * 1.08;
+  const pts = side.series.length ? side.series : [{ t_ms: 0, created: 0, sold_out: 0, stock: side.initial_stock }];
   const x = (t) => L + (t / tMax) * (W - L - R);
   const yu = (u) => T + (1 - u / uMax) * (H - T - B);
   const ya = (a) => T + (1 - a / aMax) * (H - T - B);
   const path = (f, y) => pts.map((p, i) => (i ? 'L' : 'M') + x(p.t_ms).toFixed(1) + ' ' + y(f(p)).toFixed(1)).join(' ');
-  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'race chart' });
+  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': side.stock_strategy + ' race chart' });
   for (let i = 0; i <= 4; i++) {
     const y = T + (i / 4) * (H - T - B);
     s.append(svg('line', { class: 'grid', x1: L, x2: W - R, y1: y, y2: y }));
@@ -557,13 +661,13 @@ function drawChart(el, v) {
     const t = (i / 4) * tMax;
     s.append(svg('text', { x: x(t), y: H - 8, 'text-anchor': 'middle' }, (t / 1000).toFixed(1) + ' s'));
   }
-  if (v.created > v.initial_stock) {
-    s.append(svg('rect', { class: 'over', x: L, y: yu(uMax), width: W - L - R, height: yu(v.initial_stock) - yu(uMax) }));
+  if (side.created > side.initial_stock) {
+    s.append(svg('rect', { class: 'over', x: L, y: yu(uMax), width: W - L - R, height: yu(side.initial_stock) - yu(uMax) }));
   }
   s.append(svg('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - B }));
   s.append(svg('line', { class: 'axis', x1: W - R, x2: W - R, y1: T, y2: H - B }));
   s.append(svg('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }));
-  s.append(svg('line', { class: 'units', x1: L, x2: W - R, y1: yu(v.initial_stock), y2: yu(v.initial_stock) }));
+  s.append(svg('line', { class: 'units', x1: L, x2: W - R, y1: yu(side.initial_stock), y2: yu(side.initial_stock) }));
   s.append(svg('path', { class: 'soldout', d: path((p) => p.sold_out, ya) }));
   s.append(svg('path', { class: 'stock', d: path((p) => p.stock, yu) }));
   s.append(svg('path', { class: 'created', d: path((p) => p.created, yu) }));
@@ -589,7 +693,8 @@ function start() {
   $('credit-retry').addEventListener('click', () => credit(null, true));
   $('audit-form').addEventListener('submit', runAudit);
   $('race-form').addEventListener('submit', startRace);
-  $('race-product').addEventListener('change', () => { $('race-stock').disabled = $('race-product').value !== ''; });
+  $('race-vs').addEventListener('change', noteStrategy);
+  $('show-lab').addEventListener('change', () => { state.showLab = $('show-lab').checked; renderProducts(); });
   $('credit-user').value = state.userId || '';
   renderWho();
   pollProducts();
