@@ -547,3 +547,35 @@ func TestOneStartRecipe(t *testing.T) {
 		t.Error("README.md does not link docs/README.md")
 	}
 }
+
+// TestExercises: every chapter ends with 3-5 exercises, each with a worked
+// answer folded under it (<details>).
+func TestExercises(t *testing.T) {
+	heading := map[string]string{"en": "## Exercises", "zh": "## 练习"}
+	item := regexp.MustCompile(`(?m)^\d+\. `)
+	for _, lang := range langs {
+		for _, c := range chapters(t, lang) {
+			b, err := os.ReadFile(c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(b)
+			i := strings.Index(text, "\n"+heading[lang]+"\n")
+			if i < 0 {
+				t.Errorf("%s has no %q section", c.path, heading[lang])
+				continue
+			}
+			section := text[i+1:]
+			if j := strings.Index(section[len(heading[lang]):], "\n## "); j >= 0 {
+				section = section[:len(heading[lang])+j]
+			}
+			n, answers := len(item.FindAllString(section, -1)), strings.Count(section, "<details>")
+			if n < 3 || n > 5 {
+				t.Errorf("%s: %d exercises, want 3-5", c.path, n)
+			}
+			if answers != n {
+				t.Errorf("%s: %d exercises but %d answers (<details>)", c.path, n, answers)
+			}
+		}
+	}
+}
