@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -184,3 +185,14 @@ func TestCheckLinear(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCheckLinearTimedOutIsUnknown: a history not checked within the time
+// bound is reported unknown, with the reason, never passed.
+func TestCheckLinearTimedOutIsUnknown(t *testing.T) {
+	t0 := time.Now()
+	recs := []Record{{Op: OpSeckill, UserID: 1, ProductID: 1, Quantity: 1, Status: 201, OrderNo: "S1", Start: t0, End: t0.Add(time.Millisecond)}}
+	rep, vs := CheckLinear(recs, map[int64]int64{1: 1}, Facts{}, LinearOptions{Timeout: time.Nanosecond})
+	if rep.Linearizable != nil || len(vs) != 0 || !strings.Contains(rep.Reason, "timed out") || rep.Products[0].Verdict != "unknown" {
+		t.Fatalf("%+v", rep)
+	}
+}
