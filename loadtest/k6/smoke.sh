@@ -54,6 +54,19 @@ if [ -z "$addr" ]; then
 fi
 echo "k6 smoke: shop on http://$addr"
 
+# The shim first proves it can fail: its self-test crosses exactly two
+# thresholds on purpose and must exit 99 naming them.
+set +e
+node shim/run.mjs -e BASE_URL="http://$addr" shim/selftest.js >"$work/selftest.out" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 99 ] || ! grep -q "thresholds on metrics 'selftest_good, http_req_failed{name:missing}' have been crossed" "$work/selftest.out"; then
+	cat "$work/selftest.out" >&2
+	echo "k6 smoke: the shim's self-test did not fail as it must (exit $code)" >&2
+	exit 1
+fi
+echo "k6 smoke: shim self-test OK (thresholds, checks, batch, sleep, setup data)"
+
 status=0
 for script in seckill-race retry-storm orders-idempotency pay-retry; do
 	echo "== $script (smoke: setup() and a few iterations)"
