@@ -44,8 +44,12 @@ func benchTargets(br *benchReport) []benchTarget {
 // writeBench prints the bench figures for a person.
 func writeBench(w io.Writer, br *benchReport) {
 	if br.Raw.Commits > 0 {
-		fmt.Fprintf(w, "raw db:   %d workers, conditional UPDATE + order INSERT + COMMIT: %.0f tx/s (%d in %.1fs, %d errors)\n",
-			br.Raw.Workers, br.Raw.TxPerSec, br.Raw.Commits, br.Raw.Seconds, br.Raw.Errors)
+		parts := make([]string, len(br.Raw.Parts))
+		for i, p := range br.Raw.Parts {
+			parts[i] = strconv.FormatFloat(p, 'f', 0, 64)
+		}
+		fmt.Fprintf(w, "raw db:   %d workers, conditional UPDATE + order INSERT + COMMIT: %.0f tx/s (%d in %.1fs, %d errors; before and after the 1-instance phase: %s)\n",
+			br.Raw.Workers, br.Raw.TxPerSec, br.Raw.Commits, br.Raw.Seconds, br.Raw.Errors, strings.Join(parts, ", "))
 	}
 	for _, o := range br.Orders {
 		batch := "no batch-size metric"
