@@ -334,7 +334,6 @@ func (c *Cluster) WaitPromoted(ctx context.Context, slot int, old *Node, limit t
 // Close kills every node and removes the directory it created.
 func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
-		n.Cont()
 		n.Kill()
 	}
 	if c.ownDir {

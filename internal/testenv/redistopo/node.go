@@ -101,13 +101,6 @@ func (n *Node) Kill() {
 	n.signal(syscall.SIGKILL)
 }
 
-// Stop pauses the process (SIGSTOP): it keeps its connections but answers
-// nothing, like a node behind a partition. Cont resumes it.
-func (n *Node) Stop() { n.signal(syscall.SIGSTOP) }
-
-// Cont resumes a node paused by Stop.
-func (n *Node) Cont() { n.signal(syscall.SIGCONT) }
-
 func (n *Node) signal(sig syscall.Signal) {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited

@@ -228,7 +228,6 @@ func (s *Sentinel) WaitNewMaster(ctx context.Context, old *Node, limit time.Dura
 // Close kills every process and removes the directory it created.
 func (s *Sentinel) Close() {
 	for _, n := range append(append([]*Node{}, s.Sentinels...), s.Data...) {
-		n.Cont()
 		n.Kill()
 	}
 	if s.ownDir {
