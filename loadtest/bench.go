@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/internal/platform"
 )
 
 // The bench scenario is the project's own benchmark of a hot product, in
@@ -182,6 +183,10 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 	if err != nil {
 		r.Error = err.Error()
 		return r
+	}
+	if b.db.Dialect == platform.DialectMySQL { // (SQLite keeps its one connection)
+		sqlDB.SetMaxOpenConns(max(o.rawWorkers+4, 20))
+		sqlDB.SetMaxIdleConns(max(o.rawWorkers+4, 20))
 	}
 	users := &benchUsers{}
 	if err := h.benchRun(ctx, b, sqlDB, common, users, br); err != nil {
@@ -413,8 +418,6 @@ func benchRawCeiling(ctx context.Context, db *sql.DB, workers int, d time.Durati
 	if err != nil {
 		return out, err
 	}
-	db.SetMaxOpenConns(max(workers+4, 20))
-	db.SetMaxIdleConns(max(workers+4, 20))
 	var commits, errs atomic.Int64
 	var firstErr atomic.Value
 	run := "raw" + loadgen.RandomID(6)
