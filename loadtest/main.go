@@ -4,7 +4,7 @@
 // and from the clients' own records that nothing was oversold, ordered twice
 // or charged twice.
 //
-//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover [flags]
+//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover|bench [flags]
 //
 // It exits 0 only when every invariant held (compare: when the safe row is
 // clean and at least one unsafe row was caught).
@@ -69,7 +69,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	var o options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenario := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), or a comma-separated list")
+	scenario := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), bench (the hot-product benchmark), or a comma-separated list")
 	fs.IntVar(&o.users, "users", 5000, "buyers per run (race, retry, chaos, compare)")
 	fs.IntVar(&o.stock, "stock", 500, "units of the flash-sale product")
 	fs.IntVar(&o.retries, "retries", 5, "sends per buyer in retry and compare")
@@ -128,7 +128,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 			}
 			o.scenarios = append(o.scenarios, s)
 		default:
-			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover)", s)
+			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover, bench)", s)
 		}
 	}
 	if *target != "" {
