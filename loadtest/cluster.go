@@ -53,14 +53,6 @@ type backendOptions struct {
 	scenarioID string
 }
 
-func (o backendOptions) describe() string {
-	db := "SQLite file"
-	if o.mysqlDSN != "" {
-		db = "MySQL/MariaDB"
-	}
-	return db
-}
-
 func newBackend(ctx context.Context, o backendOptions, log *slog.Logger) (*backend, error) {
 	b := &backend{keep: o.keep, log: log, prefix: "lt" + loadgen.RandomID(4) + ":"}
 	ok := false

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/inventory"
@@ -215,19 +214,6 @@ func pickMetrics(all map[string]float64) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// signalName names a signal for reports.
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	case syscall.SIGSTOP:
-		return "SIGSTOP"
-	case syscall.SIGCONT:
-		return "SIGCONT"
-	}
-	return s.String()
 }
 
 var errTargetMode = errors.New("needs shops the harness starts itself (not possible with --target)")

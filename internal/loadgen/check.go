@@ -451,17 +451,6 @@ func FactsFromAPI(ctx context.Context, c *Client, recs []Record, tokens map[int6
 	return f, nil
 }
 
-// WalletsFromAPI reads each user's balance as that user.
-func WalletsFromAPI(ctx context.Context, c *Client, tokens map[int64]string) map[int64]int64 {
-	out := map[int64]int64{}
-	for u, t := range tokens {
-		if w, err := c.Wallet(ctx, int(u), t); err == nil {
-			out[u] = w.BalanceCents
-		}
-	}
-	return out
-}
-
 // LIN is linearizability: one order of all the purchases of a product,
 // each taking effect between its send and its answer, under which every
 // answer is what one correct stock counter would have given.

@@ -209,16 +209,6 @@ func (c *Client) CreateProduct(ctx context.Context, name string, priceCents, sto
 	return p, fmt.Errorf("create product %q: %w", name, a.Error(http.StatusCreated))
 }
 
-// Product reads a product.
-func (c *Client) Product(ctx context.Context, id int64) (ProductView, error) {
-	var p ProductView
-	a := c.Do(ctx, Call{Method: http.MethodGet, Path: "/api/v1/products/" + strconv.FormatInt(id, 10)})
-	if err := a.Error(http.StatusOK); err != nil {
-		return p, err
-	}
-	return p, json.Unmarshal(a.Body, &p)
-}
-
 // Order reads the order no as its owner (token).
 func (c *Client) Order(ctx context.Context, target int, token, no string) (OrderView, bool, error) {
 	var o OrderView

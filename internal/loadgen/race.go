@@ -449,10 +449,3 @@ func recordOf(b Buyer, call Call, a Answer, attempt int) Record {
 	}
 	return r
 }
-
-// String describes a result in one line.
-func (r Result) String() string {
-	return fmt.Sprintf("run %s: %d buyers, %d requests, %.0f req/s, p50 %s, p99 %s",
-		r.RunID, len(r.Buyers), r.Summary.Requests, r.Summary.Throughput,
-		r.Summary.P50.Round(time.Millisecond), r.Summary.P99.Round(time.Millisecond))
-}

@@ -35,6 +35,7 @@ func Example() {
 	// UPDATE stock SET qty = qty - 1, fence = ? WHERE id = 7 AND fence <= ?
 	_ = work
 	fmt.Println("fenced write with", l.Fence() > 0)
+	// Output: fenced write with true
 }
 
 // Re-entry: code running under the Lock's context can take the same key again.
@@ -55,4 +56,5 @@ func ExampleWithLock() {
 	fmt.Println(inner.Depth(), inner.Fence() == outer.Fence())
 	_ = inner.Release(context.Background())
 	_ = outer.Release(context.Background())
+	// Output: 2 true
 }

@@ -207,8 +207,6 @@ func (s *redisServer) kill() {
 	s.cmd = nil
 }
 
-func (s *redisServer) restart() { s.kill(); s.start() }
-
 func (s *redisServer) pause() {
 	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		s.tb.Fatalf("SIGSTOP redis-server: %v", err)

@@ -260,15 +260,6 @@ func (c *Cluster) KeySlot(ctx context.Context, key string) (int, error) {
 	return 0, errors.New("redistopo: no node answers CLUSTER KEYSLOT")
 }
 
-// MasterForKey is the node that owns key's slot now.
-func (c *Cluster) MasterForKey(ctx context.Context, key string) (*Node, error) {
-	slot, err := c.KeySlot(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return c.MasterOf(ctx, slot)
-}
-
 // WaitHealthy waits until every running node says cluster_state:ok, all
 // 16384 slots are served by running masters, and every running replica's
 // link to its master is up.
