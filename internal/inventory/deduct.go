@@ -21,6 +21,33 @@ type Take struct {
 	// Fence is the product lock's fencing token (Guard's fence); 0 = none.
 	Fence int64
 	Wants []Want
+	// Seen is Prepare's answer: the product row the read-modify-write lab
+	// strategies read before the transaction.
+	Seen *Product
+}
+
+// Prepare is the part of a deduction that runs before the caller opens its
+// transaction (inside Guard, fence from there): the lab pause, which stands
+// in for a holder stopped between taking the lock and writing, and, for the
+// read-modify-write lab strategies, their read of the stock row, as such
+// code usually reads: outside the transaction that writes. Pass the result
+// as Take.Seen.
+func (s *Service) Prepare(ctx context.Context, productID, fence int64) (*Product, error) {
+	switch s.StrategyOf(productID) {
+	case Naive, Lock:
+		p, err := readProduct(s.db.WithContext(ctx), productID)
+		if err != nil {
+			return nil, err
+		}
+		if fence > 0 {
+			s.labPause(ctx)
+		}
+		return &p, nil
+	}
+	if fence > 0 {
+		s.labPause(ctx)
+	}
+	return nil, nil
 }
 
 // Taken is what a Take got.
@@ -49,7 +76,8 @@ func (t Taken) Granted() int {
 // arrival order: a want is served while enough is left, so the first buyers
 // get the last units and the rest get the exact refusal. It appends one
 // ledger row per served want. The caller runs it inside Guard (the fence
-// comes from there) and inserts the orders in the same transaction; how the
+// comes from there), after Prepare, and inserts the orders in the same
+// transaction; how the
 // stock row is written depends on the product's strategy:
 //
 //   - lock-fence, redis-gate: one fenced conditional UPDATE for the whole
@@ -61,11 +89,11 @@ func (t Taken) Granted() int {
 func (s *Service) DeductTx(ctx context.Context, tx *gorm.DB, t Take) (Taken, error) {
 	switch s.StrategyOf(t.ProductID) {
 	case Naive, Lock:
-		return s.readModifyWrite(ctx, tx, t)
+		return s.readModifyWrite(tx, t)
 	case Conditional:
 		return s.conditional(tx, t)
 	default:
-		return s.fenced(ctx, tx, t)
+		return s.fenced(tx, t)
 	}
 }
 
@@ -90,10 +118,7 @@ func allocate(stock int64, wants []Want) (refused []error, total int64) {
 // (MySQL: FOR UPDATE, so it is the latest committed row, not the
 // transaction's snapshot); the UPDATE repeats both conditions, so the
 // database stays the last line of defence even if the read were wrong.
-func (s *Service) fenced(ctx context.Context, tx *gorm.DB, t Take) (Taken, error) {
-	if t.Fence > 0 {
-		s.labPause(ctx)
-	}
+func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 	p, err := readProduct(tx.Clauses(clause.Locking{Strength: "UPDATE"}), t.ProductID)
 	if err != nil {
 		return Taken{}, err
@@ -160,22 +185,19 @@ func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 	return out, s.ledger(tx, t, out.Refused)
 }
 
-// readModifyWrite is the unsafe classic (LAB): read the stock, compute,
-// write the number back. Without a lock (naive) concurrent buyers overwrite
-// each other; with a lock but no fence (lock) a holder paused past its TTL
-// does. The read is outside the transaction, as such code usually is.
-func (s *Service) readModifyWrite(ctx context.Context, tx *gorm.DB, t Take) (Taken, error) {
-	p, err := readProduct(s.db.WithContext(ctx), t.ProductID)
-	if err != nil {
-		return Taken{}, err
+// readModifyWrite is the unsafe classic (LAB): read the stock (Prepare,
+// before the transaction), compute, write the number back. Without a lock
+// (naive) concurrent buyers overwrite each other; with a lock but no fence
+// (lock) a holder paused past its TTL does.
+func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
+	if t.Seen == nil {
+		return Taken{}, errors.New("inventory: read-modify-write without Prepare's read")
 	}
+	p := *t.Seen
 	refused, total := allocate(p.Stock, t.Wants)
 	out := Taken{Product: p, Refused: refused}
 	if total == 0 {
 		return out, nil
-	}
-	if t.Fence > 0 {
-		s.labPause(ctx)
 	}
 	left := p.Stock - total
 	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, time.Now().UTC(), t.ProductID).Error; err != nil {

@@ -104,8 +104,12 @@ func deductThen(ctx context.Context, s instance, id, quantity int64, then func(t
 		return err
 	}
 	err = s.Guard(ctx, id, func(ctx context.Context, fence int64) error {
+		seen, err := s.Prepare(ctx, id, fence)
+		if err != nil {
+			return err
+		}
 		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-			taken, err := s.DeductTx(ctx, tx, inventory.Take{ProductID: id, Fence: fence, Wants: []inventory.Want{{OrderNo: no, Quantity: quantity}}})
+			taken, err := s.DeductTx(ctx, tx, inventory.Take{ProductID: id, Fence: fence, Seen: seen, Wants: []inventory.Want{{OrderNo: no, Quantity: quantity}}})
 			if err != nil {
 				return err
 			}

@@ -107,11 +107,14 @@ func (s *Service) runBatch(productID int64, batch []*request) {
 func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request) []result {
 	res := make([]result, len(batch))
 	err := s.inv.Guard(ctx, productID, func(ctx context.Context, fence int64) error {
+		seen, err := s.inv.Prepare(ctx, productID, fence)
+		if err != nil {
+			return err
+		}
 		var left inventory.Product
-		var err error
 		for range 3 {
 			err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-				left, err = s.commitTx(ctx, tx, productID, fence, batch, res)
+				left, err = s.commitTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Seen: seen}, batch, res)
 				return err
 			})
 			if !dbx.IsDuplicate(err) {
@@ -137,7 +140,7 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 
 // commitTx is one batch's transaction. It fills res and returns the product
 // row after the deduction (zero when no stock was asked for).
-func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, productID, fence int64, batch []*request, res []result) (inventory.Product, error) {
+func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take, batch []*request, res []result) (inventory.Product, error) {
 	first := make(map[string]int, len(batch)) // order number -> its first request in the batch
 	nos := make([]string, 0, len(batch))
 	for i, r := range batch {
@@ -174,7 +177,8 @@ func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, productID, fence in
 	var taken inventory.Taken
 	if len(wants) > 0 {
 		var err error
-		if taken, err = s.inv.DeductTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Wants: wants}); err != nil {
+		take.Wants = wants
+		if taken, err = s.inv.DeductTx(ctx, tx, take); err != nil {
 			return inventory.Product{}, err
 		}
 		if err := s.insert(tx, batch, asked, taken, res); err != nil {
