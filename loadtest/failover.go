@@ -224,12 +224,12 @@ func (e *env) metricsNow(ctx context.Context) map[string]float64 {
 // describeFailover fills a row's window figures from the client records.
 // Orders flow again at the first order of the hot product created (201)
 // after the last of its sends that failed in the fault's span (see
-// faultFailure) that started before until (A2's bound, or the next fault):
+// faultFailure) that ended before until (A2's bound, or the next fault):
 // a batch that held the lock before the kill may still finish.
 func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, until time.Time) {
 	lastFail := f.start
 	for _, r := range res.Records {
-		if r.ProductID == hot && faultFailure(r) && r.Start.After(f.start) && r.Start.Before(until) && r.End.After(lastFail) {
+		if r.ProductID == hot && faultFailure(r) && r.Start.After(f.start) && r.End.Before(until) && r.End.After(lastFail) {
 			lastFail = r.End
 		}
 	}
