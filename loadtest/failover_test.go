@@ -1,0 +1,90 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
+)
+
+// TestA1FailsOnServerErrors: any scenario with a 5xx other than 503 fails,
+// unless the status was declared as a load balancer's (--expect-5xx).
+func TestA1FailsOnServerErrors(t *testing.T) {
+	for _, tt := range []struct {
+		outcomes map[string]int
+		expected []string
+		pass     bool
+	}{
+		{map[string]int{"201": 10, "503 busy": 3, "503 unavailable": 2, "no answer": 1}, nil, true},
+		{map[string]int{"201": 10, "500 internal": 1}, nil, false},
+		{map[string]int{"201": 10, "504": 2}, nil, false},
+		{map[string]int{"201": 10, "504": 2}, []string{"504"}, true},
+		{map[string]int{"201": 10, "500 internal": 1, "504": 2}, []string{"504"}, false},
+	} {
+		r := scenarioReport{Pass: true, Summary: loadgen.Summary{ByOutcome: tt.outcomes}}
+		checkA1(&r, tt.expected)
+		if r.Pass != tt.pass {
+			t.Errorf("%v (expected %v): pass %v, want %v; notes %q", tt.outcomes, tt.expected, r.Pass, tt.pass, r.Notes)
+		}
+	}
+	// A compare row's 500 counts too.
+	r := scenarioReport{Pass: true, Compare: []compareRow{{Summary: loadgen.Summary{ByOutcome: map[string]int{"500 internal": 1}}}}}
+	if checkA1(&r, nil); r.Pass {
+		t.Error("a 500 in a compare row passed")
+	}
+}
+
+func TestParseFailover(t *testing.T) {
+	o, err := parse([]string{"--scenario", "race,failover"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"race", failoverCluster, failoverSentinel}; !slices.Equal(o.scenarios, want) {
+		t.Fatalf("scenarios %v, want %v", o.scenarios, want)
+	}
+	o, err = parse([]string{"--scenario", failoverSentinel, "--expect-5xx", "502,504"}, func(string) string { return "" }, io.Discard)
+	if err != nil || !slices.Equal(o.scenarios, []string{failoverSentinel}) || !slices.Equal(o.expect5xx, []string{"502", "504"}) {
+		t.Fatalf("%v %v %v", o.scenarios, o.expect5xx, err)
+	}
+}
+
+// TestDescribeFailover: recovery is the first created order of the hot
+// product after the last failure the fault explains; a deliberate early
+// give-up, another product's failure and a failure after the next fault
+// do not count.
+func TestDescribeFailover(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	rec := func(product int64, status int, start, end int) loadgen.Record {
+		return loadgen.Record{ProductID: product, Status: status, Start: at(start), End: at(end)}
+	}
+	res := loadgen.Result{Records: []loadgen.Record{
+		rec(1, 201, -50, 20),    // a batch holding the lock before the fault
+		rec(1, 503, 100, 1500),  // unavailable: explained by the fault
+		rec(1, 0, 1600, 1650),   // given up after 50 ms on purpose
+		rec(2, 503, 2000, 2600), // another product
+		rec(1, 201, 1400, 1700), // ends after the last failure: orders flow
+		rec(1, 201, 1900, 2000),
+		rec(1, 0, 5000, 7000), // after the next fault
+	}}
+	f := failoverRow{start: t0, promoted: at(1000), Bound: 6 * time.Second,
+		before: map[string]float64{"shop_inventory_stale_fence_rejections_total": 2}}
+	describeFailover(&f, res, 1, map[string]float64{"shop_inventory_stale_fence_rejections_total": 5}, at(4000))
+	if f.Recovery != 1700*time.Millisecond {
+		t.Errorf("recovery %v, want 1.7s", f.Recovery)
+	}
+	if f.StaleFences != 3 {
+		t.Errorf("stale fences %v, want 3", f.StaleFences)
+	}
+	if f.ByStatus["503"] != 1 || f.ByStatus["201"] != 2 || f.ByStatus["no answer"] != 1 {
+		t.Errorf("answers in the window %v", f.ByStatus)
+	}
+	var b strings.Builder
+	writeFailover(&b, []failoverRow{f})
+	if !strings.Contains(b.String(), "1700ms") {
+		t.Errorf("table lacks the recovery:\n%s", b.String())
+	}
+}
