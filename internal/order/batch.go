@@ -97,7 +97,9 @@ func (s *Service) runBatch(productID int64, batch []*request) {
 	for i, r := range batch {
 		r.done <- res[i]
 	}
-	s.markAll(res)
+	// The markers are a filter in front of the database: written off the
+	// leader's path, so the next batch does not wait for Redis.
+	s.batches.wg.Go(func() { s.markAll(res) })
 }
 
 // placeBatch is the flow of the seed, once for the whole batch: (the
