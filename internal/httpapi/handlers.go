@@ -145,7 +145,7 @@ func (a *api) createProduct(c *gin.Context) {
 	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
 		ref := ""
 		if ir.key != "" {
-			ref = idem.OrderNo("P", who(c).String(), ir.key)
+			ref = idem.Ref("P", who(c).String(), ir.key)
 		} else {
 			hash = ""
 		}
@@ -237,7 +237,7 @@ func (a *api) restock(c *gin.Context) {
 		return
 	}
 	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
-		ref := idem.OrderNo("K", who(c).String(), strconv.FormatInt(id, 10), ir.key)
+		ref := idem.Ref("K", who(c).String(), strconv.FormatInt(id, 10), ir.key)
 		p, replayed, err := a.products.Restock(ctx, id, *req.Quantity, ref, hash)
 		if err != nil {
 			return response{}, err

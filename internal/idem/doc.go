@@ -22,8 +22,8 @@
 //  3. Processed markers (Markers): a fast "already done?" filter on a
 //     business key, in front of the database.
 //  4. The database: a unique index on an order number derived from the
-//     business key (OrderNo), and optimistic versions for updates
-//     (CheckRows). This is the final guarantee; the layers above only make
+//     business key (Ref), and optimistic versions for updates
+//     (dbx.CheckRows). This is the final guarantee; the layers above only make
 //     duplicates rare and answers fast.
 //
 // # Claim lease and retention are separate
@@ -38,7 +38,7 @@
 // If the instance running a request crashes, nothing releases the claim:
 // the lease expires and the next retry proceeds. If the first request was
 // only slow, not dead, both now run. That is safe only because the work
-// itself is idempotent at the database: the order number is OrderNo(user,
+// itself is idempotent at the database: the order number is Ref(user,
 // key), with a unique index, so the second insert fails and the service
 // answers from the row that exists. The same holds when Redis loses a
 // record or its retention ends. Choose Lease well above the slowest request

@@ -185,14 +185,14 @@ func TestExpiredClaimIsSafeWithUniqueOrderNo(t *testing.T) {
 	if err != nil || retry == nil {
 		t.Fatalf("retry after lease: %v, %v", retry, err)
 	}
-	if _, ok := insert(2, OrderNo("R", "42", "key-1")); !ok {
+	if _, ok := insert(2, Ref("R", "42", "key-1")); !ok {
 		t.Fatal("retry's insert refused")
 	}
 	if err := retry.Complete(ctx, Record{Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	// The stalled first run wakes up and tries its insert: refused.
-	if first, ok := insert(1, OrderNo("R", "42", "key-1")); ok || first != 2 {
+	if first, ok := insert(1, Ref("R", "42", "key-1")); ok || first != 2 {
 		t.Fatalf("stalled run inserted a second order (ok=%v, first=%d)", ok, first)
 	}
 	if err := slow.Release(ctx); !errors.Is(err, ErrClaimLost) {

@@ -14,11 +14,11 @@ var ErrUnpaidLimit = errors.New("too many unpaid units held; pay or cancel pendi
 
 // SeckillNo is the order number of userID's one seckill order for productID.
 func SeckillNo(userID, productID int64) string {
-	return idem.OrderNo("S", strconv.FormatInt(userID, 10), strconv.FormatInt(productID, 10))
+	return idem.Ref("S", strconv.FormatInt(userID, 10), strconv.FormatInt(productID, 10))
 }
 
 // RegularNo is the order number of userID's regular order under a business
 // key (see Regular).
 func RegularNo(userID int64, key string) string {
-	return idem.OrderNo("R", strconv.FormatInt(userID, 10), key)
+	return idem.Ref("R", strconv.FormatInt(userID, 10), key)
 }

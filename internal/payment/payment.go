@@ -122,13 +122,13 @@ func AccountLockKey(userID int64) string { return "account:" + strconv.FormatInt
 // RequestID derives a payment's request id from its idempotency scope: the
 // user, the order (the concrete path) and the client's key.
 func RequestID(userID int64, orderNo, key string) string {
-	return idem.OrderNo("Y", strconv.FormatInt(userID, 10), orderNo, key)
+	return idem.Ref("Y", strconv.FormatInt(userID, 10), orderNo, key)
 }
 
 // CreditRef derives a credit's ledger ref from its idempotency scope: the
 // principal, the wallet (the concrete path) and the client's key.
 func CreditRef(principal string, userID int64, key string) string {
-	return idem.OrderNo("C", principal, strconv.FormatInt(userID, 10), key)
+	return idem.Ref("C", principal, strconv.FormatInt(userID, 10), key)
 }
 
 // PayRequest is one attempt to pay an order.

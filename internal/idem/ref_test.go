@@ -7,26 +7,26 @@ import (
 	"testing"
 )
 
-func TestOrderNo(t *testing.T) {
+func TestRef(t *testing.T) {
 	t.Parallel()
-	a := OrderNo("S", "42", "7")
-	if a != OrderNo("S", "42", "7") {
-		t.Fatal("OrderNo is not stable")
+	a := Ref("S", "42", "7")
+	if a != Ref("S", "42", "7") {
+		t.Fatal("Ref is not stable")
 	}
 	if !regexp.MustCompile(`^S[A-Z2-7]{32}$`).MatchString(a) {
-		t.Fatalf("OrderNo = %q, want S + 32 base32 chars", a)
+		t.Fatalf("Ref = %q, want S + 32 base32 chars", a)
 	}
 	seen := map[string][]string{}
 	for _, parts := range [][]string{
 		{"42", "7"}, {"42", "8"}, {"427"}, {"4", "27"}, {"42", "7", ""}, {"7", "42"}, {}, {""},
 	} {
-		no := OrderNo("S", parts...)
+		no := Ref("S", parts...)
 		if prev, dup := seen[no]; dup {
-			t.Errorf("OrderNo(%q) == OrderNo(%q)", parts, prev)
+			t.Errorf("Ref(%q) == Ref(%q)", parts, prev)
 		}
 		seen[no] = parts
 	}
-	if got := OrderNo(strings.Repeat("P", 32), "x"); len(got) != 64 {
+	if got := Ref(strings.Repeat("P", 32), "x"); len(got) != 64 {
 		t.Errorf("len = %d, want 64", len(got))
 	}
 	defer func() {
@@ -34,7 +34,7 @@ func TestOrderNo(t *testing.T) {
 			t.Error("a 33-byte prefix did not panic")
 		}
 	}()
-	OrderNo(strings.Repeat("P", 33), "x")
+	Ref(strings.Repeat("P", 33), "x")
 }
 
 type rows struct {
