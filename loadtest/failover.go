@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"net/http"
@@ -369,4 +370,27 @@ func writeFailover(w io.Writer, rows []failoverRow) {
 		}
 	}
 	fmt.Fprintln(w, "          (stale: stock writes the database refused for a stale fencing token; lost: product locks found gone at release)")
+}
+
+// failoverHTML is the per-fault table of report.html.
+func failoverHTML(rows []failoverRow) string {
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("<table><tr><th class=l>fault</th><th class=l>master</th><th>at</th><th>promoted</th><th>orders flow again</th><th>A2 bound</th><th>stale fences refused</th><th>locks lost</th><th class=l>answers in the window</th></tr>")
+	for _, f := range rows {
+		rec, cls := "never", "bad"
+		if f.Recovery > 0 {
+			rec = ms(f.Recovery)
+			if f.Recovery <= f.Bound {
+				cls = "ok"
+			}
+		}
+		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td class=l>%s%s</td></tr>",
+			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), ms(f.Promoted), cls, rec, ms(f.Bound),
+			f.StaleFences, f.LocksLost, html.EscapeString(outcomes(f.ByStatus)), html.EscapeString(f.Err))
+	}
+	b.WriteString("</table>")
+	return b.String()
 }

@@ -87,4 +87,7 @@ func TestDescribeFailover(t *testing.T) {
 	if !strings.Contains(b.String(), "1700ms") {
 		t.Errorf("table lacks the recovery:\n%s", b.String())
 	}
+	if h := failoverHTML([]failoverRow{f}); !strings.Contains(h, "<td class=ok>1700ms</td>") {
+		t.Errorf("report.html row lacks the recovery within its bound:\n%s", h)
+	}
 }

@@ -265,6 +265,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			}
 			b.WriteString("</table>")
 		}
+		b.WriteString(failoverHTML(s.Failover))
 		if len(s.Metrics) > 0 {
 			b.WriteString("<p class=muted>")
 			keys := make([]string, 0, len(s.Metrics))
