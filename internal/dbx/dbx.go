@@ -1,6 +1,7 @@
-// Package dbx holds the two database facts every domain package needs:
-// running a transaction that the database may pick as a deadlock victim,
-// and recognising a unique-index violation. It knows nothing of the shop.
+// Package dbx holds the database facts every domain package needs: running
+// a transaction that the database may pick as a deadlock victim, recognising
+// a unique-index violation, checking an optimistic update, and the clock
+// rows are stamped with. It knows nothing of the shop.
 package dbx
 
 import (
@@ -65,4 +66,27 @@ func IsDuplicate(err error) bool {
 		return me.Number == 1062
 	}
 	return strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+// ErrVersionConflict means an optimistic update matched no row: someone
+// else changed the row since it was read (or it is gone). Re-read and
+// decide again; do not blindly retry the same write.
+var ErrVersionConflict = errors.New("dbx: version conflict")
+
+// CheckRows turns the affected-row count of an optimistic update into an
+// error. The pattern, safe to run twice because the second run matches
+// nothing:
+//
+//	UPDATE account SET balance = balance - 100, version = version + 1
+//	WHERE id = ? AND version = ?
+//
+// With gorm: CheckRows(db.Model(&a).Where("id = ? AND version = ?", a.ID,
+// a.Version).Updates(...).RowsAffected), after checking the Error. The
+// version must change on every update, so MySQL's "rows changed" count is
+// the "rows matched" count.
+func CheckRows(rows int64) error {
+	if rows == 0 {
+		return ErrVersionConflict
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -35,31 +34,4 @@ func TestRef(t *testing.T) {
 		}
 	}()
 	Ref(strings.Repeat("P", 33), "x")
-}
-
-type rows struct {
-	n   int64
-	err error
-}
-
-func (r rows) RowsAffected() (int64, error) { return r.n, r.err }
-
-func TestVersioned(t *testing.T) {
-	t.Parallel()
-	boom := errors.New("boom")
-	for _, tt := range []struct {
-		res  rows
-		want error
-	}{
-		{rows{1, nil}, nil},
-		{rows{0, nil}, ErrVersionConflict},
-		{rows{0, boom}, boom},
-	} {
-		if got := Versioned(tt.res); !errors.Is(got, tt.want) || (tt.want == nil && got != nil) {
-			t.Errorf("Versioned(%v) = %v, want %v", tt.res, got, tt.want)
-		}
-	}
-	if CheckRows(0) != ErrVersionConflict || CheckRows(1) != nil {
-		t.Error("CheckRows")
-	}
 }

@@ -229,7 +229,7 @@ func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayReq
 		if upd.Error != nil {
 			return upd.Error
 		}
-		if idem.CheckRows(upd.RowsAffected) != nil {
+		if dbx.CheckRows(upd.RowsAffected) != nil {
 			return errConflict
 		}
 		paid, err := order.MarkPaidTx(tx, o, now)

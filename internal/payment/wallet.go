@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/seckill-lab/shop/internal/idem"
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/order"
 )
 
@@ -68,7 +68,7 @@ func (s *Service) creditOnce(ctx context.Context, userID, amount int64, ref, has
 		if upd.Error != nil {
 			return upd.Error
 		}
-		if idem.CheckRows(upd.RowsAffected) != nil {
+		if dbx.CheckRows(upd.RowsAffected) != nil {
 			return errConflict
 		}
 		return tx.Where("user_id = ?", userID).Take(&w).Error
