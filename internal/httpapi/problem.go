@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/gin-gonic/gin"
@@ -133,8 +134,20 @@ func unavailable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
+	// Replies of a Redis that is failing over or still loading: transient,
+	// the same promise as a refused connection.
+	var re redis.Error
+	if errors.As(err, &re) {
+		for _, p := range transientRedisReplies {
+			if strings.HasPrefix(re.Error(), p) {
+				return true
+			}
+		}
+	}
 	return false
 }
+
+var transientRedisReplies = []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "READONLY", "NOREPLICAS"}
 
 // problemFor decides the problem for err: an apiError, a mapped domain error,
 // or 500 internal.

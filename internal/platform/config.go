@@ -198,7 +198,7 @@ var settings = []setting{
 	{"sold-out-cache", "SHOP_SOLD_OUT_CACHE", "1s", "how long an instance trusts its in-memory sold-out book before one request re-reads the product row", dur(func(c *Config) *time.Duration { return &c.SoldOutCache })},
 	{"batch-max", "SHOP_BATCH_MAX", "128", "most orders of one product placed under one lock hold and one transaction; 1 turns coalescing off", integer(func(c *Config) *int64 { return &c.BatchMax }, 1, 10_000)},
 	{"batch-window", "SHOP_BATCH_WINDOW", "0s", "wait before a batch is taken so more orders join it; 0: only what queued while the previous batch ran", dur(func(c *Config) *time.Duration { return &c.BatchWindow })},
-	{"memory-limit", "SHOP_MEMORY_LIMIT", "160", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
+	{"memory-limit", "SHOP_MEMORY_LIMIT", "128", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
 	{"stock-strategy", "SHOP_STOCK_STRATEGY", StrategyLockFence, "stock deduction: " + strings.Join(Strategies, ", ") + " (only lock-fence is safe)", str(func(c *Config) *string { return &c.StockStrategy })},
 	{"shutdown-wait", "SHOP_SHUTDOWN_WAIT", "10s", "how long graceful shutdown waits for requests in flight", dur(func(c *Config) *time.Duration { return &c.ShutdownWait })},
 	{"log-level", "SHOP_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
