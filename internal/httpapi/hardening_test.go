@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/lockx"
 )
 
 // rawRequest sends text on a fresh connection and returns the status line
@@ -366,5 +368,35 @@ func TestUnpaidUnitsCap(t *testing.T) {
 	u.seckill(q.ID).want(t, http.StatusCreated, "")
 	if n := b.count(t, "SELECT SUM(quantity) FROM orders WHERE user_id = 1 AND status = 'pending'"); n != 4 {
 		t.Errorf("pending units %d, want 4", n)
+	}
+}
+
+// TestRequestTimeout: a request ends by SHOP_REQUEST_TIMEOUT, whatever it
+// waits for (here a product lock held elsewhere, with a longer lock wait):
+// 503 with Retry-After, nothing changed (item 4).
+func TestRequestTimeout(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	in := b.start(t, map[string]string{"SHOP_REQUEST_TIMEOUT": "1s", "SHOP_LOCK_WAIT": "20s"})
+	admin := in.admin(t)
+	p := admin.createProduct("timeout", 1, 10)
+	locks := lockx.New(b.rdb, lockx.Options{Prefix: b.prefix + "lock:"})
+	t.Cleanup(func() { locks.Close() })
+	held, err := locks.Acquire(context.Background(), "product:"+id(p.ID), lockx.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	start := time.Now()
+	r := admin.do("POST", "/api/v1/admin/products/"+id(p.ID)+"/restock", map[string]int{"quantity": 5}, hdr{"Idempotency-Key", "slow"})
+	took := time.Since(start)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Errorf("%v: want 503 with Retry-After", r)
+	}
+	if took > 5*time.Second {
+		t.Errorf("the request took %v; want it ended by SHOP_REQUEST_TIMEOUT=1s", took)
+	}
+	if s := b.stock(t, p.ID); s != 10 {
+		t.Errorf("stock %d after a timed-out restock, want 10", s)
 	}
 }

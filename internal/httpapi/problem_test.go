@@ -1,31 +1,50 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/lockx"
 )
 
-// redisReply is a Redis error reply, as go-redis returns one.
-type redisReply string
+// TestProblemDetailHidesInnerErrors: a mapped domain error answers with its
+// sentinel's text, never the wrapped inner error (issue 11 item 8).
+func TestProblemDetailHidesInnerErrors(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("%w: lock lost (dial tcp 10.1.2.3:6379: secret-host)", inventory.ErrBusy)
+	p := problemFor(err)
+	if p.Code != "busy" || strings.Contains(p.Detail, "secret-host") || strings.Contains(p.Detail, "10.1.2.3") {
+		t.Errorf("problem %+v shows the inner error", p)
+	}
+}
 
-func (e redisReply) Error() string { return string(e) }
-func (redisReply) RedisError()     {}
-
-// A Redis Cluster failing over answers CLUSTERDOWN/TRYAGAIN, a replica being
-// promoted READONLY or LOADING: all are 503 unavailable, never 500.
-func TestTransientRedisRepliesAreUnavailable(t *testing.T) {
-	for _, reply := range []string{"CLUSTERDOWN The cluster is down", "TRYAGAIN Multiple keys request during rehashing of slot",
-		"LOADING Redis is loading the dataset in memory", "MASTERDOWN Link with MASTER is down", "READONLY You can't write against a read only replica."} {
-		p := problemFor(fmt.Errorf("idem: claim: %w", redisReply(reply)))
-		if p.Code != "unavailable" || p.Status != 503 {
-			t.Errorf("%q: %s %d, want unavailable 503", reply, p.Code, p.Status)
+// TestTransportErrorsAreUnavailable: what go-redis, lockx and the database
+// driver return when their server cannot answer is 503 unavailable, never
+// 500; a plain bug stays 500 (issue 11 item 1).
+func TestTransportErrorsAreUnavailable(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, err := range []error{
+		fmt.Errorf("idem: claim: %w", refused),
+		fmt.Errorf("lockx: acquire %q: %w", "product:1", refused),
+		fmt.Errorf("idem: consume token: %w", io.EOF),
+		redis.ErrClosed, redis.ErrPoolTimeout, lockx.ErrClosed,
+		fmt.Errorf("query: %w", context.DeadlineExceeded),
+	} {
+		if p := problemFor(err); p.Code != "unavailable" || p.Status != 503 {
+			t.Errorf("%v: %s %d, want 503 unavailable", err, p.Code, p.Status)
 		}
 	}
-	if p := problemFor(fmt.Errorf("x: %w", redisReply("ERR wrong number of arguments"))); p.Code != "internal" {
-		t.Errorf("a Redis programming error: %s, want internal", p.Code)
-	}
-	if p := problemFor(errors.New("boom")); p.Code != "internal" {
-		t.Errorf("boom: %s", p.Code)
+	if p := problemFor(errors.New("nil map")); p.Code != "internal" {
+		t.Errorf("a plain error: %s, want internal", p.Code)
 	}
 }
