@@ -68,6 +68,11 @@ func IsDuplicate(err error) bool {
 	return strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
+// Now is the clock rows are stamped with: UTC at the microsecond the
+// database keeps, so a response rendered now and one rendered from the row
+// later are identical.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
 // ErrVersionConflict means an optimistic update matched no row: someone
 // else changed the row since it was read (or it is gone). Re-read and
 // decide again; do not blindly retry the same write.

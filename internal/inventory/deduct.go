@@ -3,10 +3,11 @@ package inventory
 import (
 	"context"
 	"errors"
-	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/seckill-lab/shop/internal/dbx"
 )
 
 // Want is one order's claim on a product's stock.
@@ -131,7 +132,7 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 	if total == 0 {
 		return out, nil
 	}
-	now := time.Now().UTC()
+	now := dbx.Now()
 	q := "UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?"
 	args := []any{total, now, t.ProductID, total}
 	if t.Fence > 0 {
@@ -164,7 +165,7 @@ func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 	out := Taken{Refused: make([]error, len(t.Wants))}
 	for i, w := range t.Wants {
 		res := tx.Exec("UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?",
-			w.Quantity, time.Now().UTC(), t.ProductID, w.Quantity)
+			w.Quantity, dbx.Now(), t.ProductID, w.Quantity)
 		if res.Error != nil {
 			return Taken{}, res.Error
 		}
@@ -200,7 +201,7 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 		return out, nil
 	}
 	left := p.Stock - total
-	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, time.Now().UTC(), t.ProductID).Error; err != nil {
+	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, dbx.Now(), t.ProductID).Error; err != nil {
 		return Taken{}, err
 	}
 	out.Product.Stock = left
@@ -211,7 +212,7 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 // ledger appends one row per served want, in one INSERT.
 func (s *Service) ledger(tx *gorm.DB, t Take, refused []error) error {
 	rows := make([]LedgerRow, 0, len(t.Wants))
-	now := time.Now().UTC()
+	now := dbx.Now()
 	for i, w := range t.Wants {
 		if refused[i] == nil {
 			no := w.OrderNo

@@ -136,7 +136,7 @@ func lockKey(id int64) string { return "product:" + strconv.FormatInt(id, 10) }
 // return the first product: created is false then, and hash tells whether
 // the retry asked for the same thing.
 func (s *Service) Create(ctx context.Context, name string, priceCents, stock int64, idemRef, hash string) (p Product, created bool, err error) {
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	now := dbx.Now()
 	p = Product{Name: name, PriceCents: priceCents, Stock: stock, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
 	if idemRef != "" {
 		p.IdemRef = &idemRef
@@ -195,7 +195,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 			if ref != "" {
 				r = &ref
 			}
-			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fence, CreatedAt: time.Now().UTC()}
+			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fence, CreatedAt: dbx.Now()}
 			if err := tx.Create(&row).Error; err != nil {
 				if !dbx.IsDuplicate(err) {
 					return err
@@ -211,7 +211,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 				return nil
 			}
 			res := tx.Model(&Product{}).Where("id = ?", id).
-				Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": time.Now().UTC()})
+				Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": dbx.Now()})
 			if res.Error != nil {
 				return res.Error
 			}
@@ -232,11 +232,11 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 // (the order's guarded cancel). The unique (order_no, reason) index makes a
 // second return fail, so stock comes back exactly once.
 func (s *Service) ReturnTx(tx *gorm.DB, productID, quantity int64, orderNo string) error {
-	if err := tx.Create(&LedgerRow{ProductID: productID, Delta: quantity, Reason: ReasonCancel, OrderNo: &orderNo, CreatedAt: time.Now().UTC()}).Error; err != nil {
+	if err := tx.Create(&LedgerRow{ProductID: productID, Delta: quantity, Reason: ReasonCancel, OrderNo: &orderNo, CreatedAt: dbx.Now()}).Error; err != nil {
 		return fmt.Errorf("return stock of %s: %w", orderNo, err)
 	}
 	return tx.Model(&Product{}).Where("id = ?", productID).
-		Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": time.Now().UTC()}).Error
+		Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": dbx.Now()}).Error
 }
 
 // LockWait says how a caller waits for a product lock.

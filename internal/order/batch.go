@@ -238,7 +238,7 @@ func (s *Service) capUnpaid(tx *gorm.DB, batch []*request, wants []inventory.Wan
 // results; refused wants get their refusal.
 func (s *Service) insert(tx *gorm.DB, batch []*request, asked []int, taken inventory.Taken, res []result) error {
 	orders := make([]Order, 0, taken.Granted())
-	now := Now()
+	now := dbx.Now()
 	for k, i := range asked {
 		if err := taken.Refused[k]; err != nil {
 			res[i] = result{err: err}

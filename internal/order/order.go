@@ -58,10 +58,6 @@ type Order struct {
 	UpdatedAt   time.Time
 }
 
-// Now is the service clock: UTC at the microsecond the database keeps, so a
-// response rendered now and one rendered from the row later are identical.
-func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
 // Config tunes the service.
 type Config struct {
 	// BatchMax caps how many orders of one product share a lock hold and a
@@ -290,7 +286,7 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string, tryOnce bo
 	err = s.inv.WithProductLock(ctx, o.ProductID, wait, func(ctx context.Context, _ int64) error {
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			won = false
-			now := Now()
+			now := dbx.Now()
 			for range 5 {
 				res := tx.Model(&Order{}).Where("order_no = ? AND status = ? AND version = ?", o.OrderNo, StatusPending, o.Version).
 					Updates(map[string]any{"status": StatusCancelled, "cancelled_at": now, "updated_at": now, "version": gorm.Expr("version + 1")})

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/inventory"
 )
 
@@ -19,7 +20,7 @@ import (
 // oldest orders of other products, so one hot product cannot stall the rest
 // (its orders are skipped, not retried, within the call).
 func (s *Service) Sweep(ctx context.Context, timeout time.Duration, batch int) (int, error) {
-	cutoff := Now().Add(-timeout)
+	cutoff := dbx.Now().Add(-timeout)
 	var busy []int64
 	n := 0
 	// Every order a round reads leaves the pending set (cancelled, or paid

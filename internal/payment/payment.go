@@ -214,7 +214,7 @@ func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayReq
 		if w.BalanceCents < o.AmountCents {
 			return ErrInsufficientFunds
 		}
-		now := order.Now()
+		now := dbx.Now()
 		p := Payment{RequestID: rid, OrderNo: o.OrderNo, UserID: r.UserID, AmountCents: o.AmountCents,
 			RequestHash: r.RequestHash, Fence: fence, CreatedAt: now}
 		if err := tx.Create(&p).Error; err != nil {

@@ -10,7 +10,6 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/seckill-lab/shop/internal/dbx"
-	"github.com/seckill-lab/shop/internal/order"
 )
 
 // MaxCreditCents is the largest single credit (docs/api.md).
@@ -59,7 +58,7 @@ func (s *Service) creditOnce(ctx context.Context, userID, amount int64, ref, has
 		if err := tx.Where("user_id = ?", userID).Take(&w).Error; err != nil {
 			return err
 		}
-		now := order.Now()
+		now := dbx.Now()
 		if err := tx.Create(&LedgerRow{UserID: userID, Delta: amount, Reason: ReasonCredit, Ref: ref, RequestHash: hash, CreatedAt: now}).Error; err != nil {
 			return err // a duplicate: this credit committed meanwhile; the next attempt replays it
 		}
@@ -105,7 +104,7 @@ func (s *Service) credited(db *gorm.DB, userID int64, ref, hash string) (Wallet,
 // two requests race (INSERT ... ON DUPLICATE KEY UPDATE / ON CONFLICT DO
 // NOTHING).
 func ensureWallet(tx *gorm.DB, userID int64) error {
-	now := order.Now()
+	now := dbx.Now()
 	return tx.Clauses(clause.OnConflict{DoNothing: true}).
 		Create(&Wallet{UserID: userID, CreatedAt: now, UpdatedAt: now}).Error
 }
