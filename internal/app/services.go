@@ -31,7 +31,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	lockMetrics := lockx.NewMetrics("shop")
 	idemMetrics := idem.NewMetrics("shop")
 	reg.MustRegister(lockMetrics, idemMetrics)
-	locks := lockx.New(rdb, lockx.Options{Prefix: c.RedisPrefix + "lock:", Metrics: lockMetrics, Logger: log})
+	locks := lockx.New(rdb, lockx.Options{Prefix: c.RedisPrefix + "lock:", Metrics: lockMetrics, Logger: log, WaitReplicas: int(c.LockReplicas)})
 	products := inventory.New(db.DB, locks, rdb, inventory.Config{
 		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait,
 		KeyPrefix: c.RedisPrefix, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,

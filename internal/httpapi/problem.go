@@ -105,6 +105,7 @@ var errorTable = []struct {
 	{inventory.ErrInsufficientStock, "insufficient_stock"},
 	{inventory.ErrBusy, "busy"},
 	{lockx.ErrNotObtained, "busy"},
+	{lockx.ErrNotReplicated, "unavailable"},
 	{order.ErrInvalidState, "invalid_state"},
 	{audit.ErrNotFound, "not_found"},
 	{payment.ErrInsufficientFunds, "insufficient_funds"},

@@ -48,3 +48,11 @@ func TestTransportErrorsAreUnavailable(t *testing.T) {
 		t.Errorf("a plain error: %s, want internal", p.Code)
 	}
 }
+
+// A lock that too few replicas acknowledged (SHOP_LOCK_REPLICAS) was not
+// taken: the dependency cannot give the promise asked of it, 503.
+func TestLockNotReplicatedIsUnavailable(t *testing.T) {
+	if p := problemFor(fmt.Errorf("product lock: %w", lockx.ErrNotReplicated)); p.Code != "unavailable" || p.Status != 503 {
+		t.Errorf("%s %d, want unavailable 503", p.Code, p.Status)
+	}
+}

@@ -52,6 +52,7 @@ type Config struct {
 	BatchMax      int64         // orders of one product per lock hold and transaction
 	BatchWindow   time.Duration // optional wait for a batch to fill
 	MemoryLimit   int64         // MiB, the Go runtime's soft memory limit unless GOMEMLIMIT is set
+	LockReplicas  int64         // replicas that must acknowledge a lock (Redis WAIT); 0: off
 	StockStrategy string
 	ShutdownWait  time.Duration
 	LogLevel      string
@@ -196,6 +197,7 @@ var settings = []setting{
 	{"idem-retention", "SHOP_IDEM_RETENTION", "24h", "how long a completed Idempotency-Key result is kept", dur(func(c *Config) *time.Duration { return &c.IdemRetention })},
 	{"idem-lease", "SHOP_IDEM_LEASE", "30s", "in-flight lease of an Idempotency-Key claim (a crashed instance frees it after this)", dur(func(c *Config) *time.Duration { return &c.IdemLease })},
 	{"sold-out-cache", "SHOP_SOLD_OUT_CACHE", "1s", "how long an instance trusts its in-memory sold-out book before one request re-reads the product row", dur(func(c *Config) *time.Duration { return &c.SoldOutCache })},
+	{"lock-replicas", "SHOP_LOCK_REPLICAS", "0", "replicas that must acknowledge a lock after it is taken or renewed (Redis WAIT), or it is not held; 0: off. Narrows, does not close, the failover window: the fence is the guarantee", integer(func(c *Config) *int64 { return &c.LockReplicas }, 0, 16)},
 	{"batch-max", "SHOP_BATCH_MAX", "128", "most orders of one product placed under one lock hold and one transaction; 1 turns coalescing off", integer(func(c *Config) *int64 { return &c.BatchMax }, 1, 10_000)},
 	{"batch-window", "SHOP_BATCH_WINDOW", "0s", "wait before a batch is taken so more orders join it; 0: only what queued while the previous batch ran", dur(func(c *Config) *time.Duration { return &c.BatchWindow })},
 	{"memory-limit", "SHOP_MEMORY_LIMIT", "128", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
