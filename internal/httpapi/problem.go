@@ -120,8 +120,9 @@ var errorTable = []struct {
 var retryAfter = map[string]string{"busy": "1", "unavailable": "2"}
 
 // unavailable reports whether err is a dependency that cannot answer: a
-// Redis or database connection refused, reset, closed or timed out, or a
-// pool with no free connection. Such a request changed nothing (or its
+// Redis or database connection refused, reset, closed or timed out, a pool
+// with no free connection, or a Redis still loading, read-only after a
+// failover, or without a master. Such a request changed nothing (or its
 // transaction rolled back), so the client may retry it: 503, never 500.
 func unavailable(err error) bool {
 	var ne net.Error
@@ -130,6 +131,9 @@ func unavailable(err error) bool {
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
+		// A Redis restarting, failing over or with a cluster slot down.
+		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsMasterDownError(err),
+		redis.IsClusterDownError(err), redis.IsTryAgainError(err),
 		errors.Is(err, lockx.ErrClosed),
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, sql.ErrConnDone),
 		errors.Is(err, context.DeadlineExceeded):

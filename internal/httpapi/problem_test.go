@@ -39,6 +39,8 @@ func TestTransportErrorsAreUnavailable(t *testing.T) {
 		fmt.Errorf("idem: consume token: %w", io.EOF),
 		redis.ErrClosed, redis.ErrPoolTimeout, lockx.ErrClosed,
 		fmt.Errorf("query: %w", context.DeadlineExceeded),
+		errors.New("LOADING Redis is loading the dataset in memory"),
+		errors.New("READONLY You can't write against a read only replica."),
 	} {
 		if p := problemFor(err); p.Code != "unavailable" || p.Status != 503 {
 			t.Errorf("%v: %s %d, want 503 unavailable", err, p.Code, p.Status)
