@@ -132,14 +132,7 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 	if total == 0 {
 		return out, nil
 	}
-	now := dbx.Now()
-	q := "UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?"
-	args := []any{total, now, t.ProductID, total}
-	if t.Fence > 0 {
-		q = "UPDATE products SET stock = stock - ?, fence = ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ? AND fence <= ?"
-		args = []any{total, t.Fence, now, t.ProductID, total, t.Fence}
-	}
-	res := tx.Exec(q, args...)
+	res := moveStock(tx, t.ProductID, -total, t.Fence)
 	if res.Error != nil {
 		return Taken{}, res.Error
 	}
@@ -164,8 +157,7 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 	out := Taken{Refused: make([]error, len(t.Wants))}
 	for i, w := range t.Wants {
-		res := tx.Exec("UPDATE products SET stock = stock - ?, version = version + 1, updated_at = ? WHERE id = ? AND stock >= ?",
-			w.Quantity, dbx.Now(), t.ProductID, w.Quantity)
+		res := moveStock(tx, t.ProductID, -w.Quantity, 0)
 		if res.Error != nil {
 			return Taken{}, res.Error
 		}
@@ -184,6 +176,26 @@ func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 		}
 	}
 	return out, s.ledger(tx, t, out.Refused)
+}
+
+// moveStock is the one stock write but the lab's read-modify-write: the
+// stock moves by delta (negative takes) and the version moves on. A take
+// happens only while the stock covers it; with fence > 0 also only while no
+// newer fence has written, and the fence is recorded. RowsAffected says
+// whether it happened.
+func moveStock(tx *gorm.DB, id, delta, fence int64) *gorm.DB {
+	q, args := "UPDATE products SET stock = stock + ?, version = version + 1, updated_at = ?", []any{delta, dbx.Now()}
+	if fence > 0 {
+		q, args = q+", fence = ?", append(args, fence)
+	}
+	q, args = q+" WHERE id = ?", append(args, id)
+	if delta < 0 {
+		q, args = q+" AND stock >= ?", append(args, -delta)
+	}
+	if fence > 0 {
+		q, args = q+" AND fence <= ?", append(args, fence)
+	}
+	return tx.Exec(q, args...)
 }
 
 // readModifyWrite is the unsafe classic (LAB): read the stock (Prepare,

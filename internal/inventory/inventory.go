@@ -210,10 +210,8 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 				replayed = true
 				return nil
 			}
-			res := tx.Model(&Product{}).Where("id = ?", id).
-				Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": dbx.Now()})
-			if res.Error != nil {
-				return res.Error
+			if err := moveStock(tx, id, quantity, 0).Error; err != nil {
+				return err
 			}
 			added = true
 			return tx.Take(&out, id).Error
@@ -235,8 +233,7 @@ func (s *Service) ReturnTx(tx *gorm.DB, productID, quantity int64, orderNo strin
 	if err := tx.Create(&LedgerRow{ProductID: productID, Delta: quantity, Reason: ReasonCancel, OrderNo: &orderNo, CreatedAt: dbx.Now()}).Error; err != nil {
 		return fmt.Errorf("return stock of %s: %w", orderNo, err)
 	}
-	return tx.Model(&Product{}).Where("id = ?", productID).
-		Updates(map[string]any{"stock": gorm.Expr("stock + ?", quantity), "version": gorm.Expr("version + 1"), "updated_at": dbx.Now()}).Error
+	return moveStock(tx, productID, quantity, 0).Error
 }
 
 // LockWait says how a caller waits for a product lock.
