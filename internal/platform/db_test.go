@@ -15,10 +15,13 @@ func TestNormalizeMySQLDSN(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, in, charset string
+		interpolate       bool
 	}{
-		{"bare", "root@tcp(127.0.0.1:3306)/shop", "utf8mb4"},
-		{"local time asked", "root:pw@tcp(db:3306)/shop?parseTime=false&loc=Local", "utf8mb4"},
-		{"charset kept", "root@tcp(db:3306)/shop?charset=utf8", "utf8"},
+		{"bare", "root@tcp(127.0.0.1:3306)/shop", "utf8mb4", true},
+		{"local time asked", "root:pw@tcp(db:3306)/shop?parseTime=false&loc=Local", "utf8mb4", true},
+		{"charset kept", "root@tcp(db:3306)/shop?charset=utf8", "utf8", true},
+		{"interpolation refused", "root@tcp(db:3306)/shop?interpolateParams=false", "utf8mb4", false},
+		{"multi-byte charset", "root@tcp(db:3306)/shop?charset=gbk", "gbk", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,6 +39,9 @@ func TestNormalizeMySQLDSN(t *testing.T) {
 			}
 			if c.Params["charset"] != tt.charset {
 				t.Errorf("%q: charset %q, want %q", out, c.Params["charset"], tt.charset)
+			}
+			if c.InterpolateParams != tt.interpolate {
+				t.Errorf("%q: interpolateParams %v, want %v", out, c.InterpolateParams, tt.interpolate)
 			}
 			if c.Params["time_zone"] != "'+00:00'" {
 				t.Errorf("%q: time_zone %q, want '+00:00'", out, c.Params["time_zone"])
