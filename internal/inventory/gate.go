@@ -42,6 +42,13 @@ import (
 // takes its units back from the gate when it settles; until then the gate
 // admits too many, which the database refuses. The lease is long enough
 // that this stays rare: see gateLease.
+//
+// Known limit: an ended "D" record is forgotten one lease after it ended.
+// A request for that order number that still reaches the gate later (its
+// processed marker and the database check both missed it) and whose
+// process then dies is taken by the reaper for the one that sold: its
+// units stay out of the gate. Such a request is a repeat that got past two
+// checks and then lost its process within one round trip.
 
 // gateLib is shared by the scripts: the Redis clock (one clock for every
 // instance), record parsing, giving units back, ending a record.
@@ -131,40 +138,6 @@ else
   redis.call('hdel', KEYS[2], no)
   redis.call('zrem', KEYS[3], no)
 end
-return qty - sold
-`)
-
-// gateExpired: KEYS = gate, holds, leases; ARGV = limit. Returns order
-// number, generation pairs of live holds whose lease ended.
-var gateExpired = redis.NewScript(gateLib + `
-local out = {}
-for _, no in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', now_ms(), 'limit', 0, tonumber(ARGV[1]))) do
-  local f = parse(redis.call('hget', KEYS[2], no))
-  if f[1] == 'L' then
-    out[#out + 1] = no
-    out[#out + 1] = f[2]
-  else
-    redis.call('zrem', KEYS[3], no)
-  end
-end
-return out
-`)
-
-// gateReap: KEYS = gate, holds, leases, ended; ARGV = order number,
-// generation, units of the order's ledger row (-1: no order), keep ms.
-// Ends a hold whose lease ended and that nothing renewed since it was
-// listed; returns the units given back.
-var gateReap = redis.NewScript(gateLib + `
-local now = now_ms()
-local no = ARGV[1]
-local f = parse(redis.call('hget', KEYS[2], no))
-if f[1] ~= 'L' or f[2] ~= ARGV[2] then return 0 end
-local lease = redis.call('zscore', KEYS[3], no)
-if lease and tonumber(lease) > now then return 0 end
-local qty, sold, ordered = tonumber(f[3]), tonumber(f[5]), tonumber(ARGV[3])
-if sold == 0 and ordered >= 0 then sold = math.min(ordered, qty) end
-give(qty - sold)
-if sold > 0 then finish(no, 'D', now, tonumber(ARGV[4])) else finish(no, 'R ' .. f[2], now, tonumber(ARGV[4])) end
 return qty - sold
 `)
 
@@ -295,106 +268,6 @@ func boolArg(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// reap ends the holds of productID whose lease ended: the units of a want
-// whose order the ledger shows stay sold, the rest go back to the gate. It
-// returns the units given back.
-func (s *Service) reap(ctx context.Context, productID int64) (int64, error) {
-	keys := s.gateKeys(productID)
-	pairs, err := gateExpired.Run(ctx, s.rdb, keys[:3], 100).StringSlice()
-	if err != nil || len(pairs) == 0 {
-		return 0, err
-	}
-	nos := make([]string, 0, len(pairs)/2)
-	for i := 0; i < len(pairs); i += 2 {
-		nos = append(nos, pairs[i])
-	}
-	// The order's ledger row is written in the order's transaction: it is
-	// there exactly when the want was served.
-	var rows []LedgerRow
-	err = s.db.WithContext(ctx).Select("order_no", "delta").
-		Where("order_no IN ? AND reason = ? AND product_id = ?", nos, ReasonOrder, productID).Find(&rows).Error
-	if err != nil {
-		return 0, err
-	}
-	sold := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		sold[*r.OrderNo] = -r.Delta
-	}
-	var given int64
-	for i := 0; i < len(pairs); i += 2 {
-		units, ok := sold[pairs[i]]
-		if !ok {
-			units = -1
-		}
-		n, err := gateReap.Run(ctx, s.rdb, keys, pairs[i], pairs[i+1], units, s.gateLease().Milliseconds()).Int64()
-		if err != nil {
-			return given, err
-		}
-		given += n
-	}
-	s.log.Info("gate: holds whose lease ended were reaped", "product_id", productID, "holds", len(nos), "units_returned", given)
-	return given, nil
-}
-
-// RunGateReaper reaps the gate holds whose lease ended, of every product
-// this instance deducts by redis-gate, every interval until ctx ends (0:
-// never; a refusal still reaps its product). Any instance may reap any
-// product: a reap is decided per hold, atomically, in Redis.
-func (s *Service) RunGateReaper(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		return
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.reapAll(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("gate reaper round failed (retried next round)", "err", err)
-		}
-	}
-}
-
-// reapAll reaps every gated product once.
-func (s *Service) reapAll(ctx context.Context) error {
-	if !s.anyGated() {
-		return nil
-	}
-	for after := int64(0); ; {
-		ps, err := s.List(ctx, after, 500)
-		if err != nil || len(ps) == 0 {
-			return err
-		}
-		for _, p := range ps {
-			if s.StrategyOf(p.ID) != RedisGate {
-				continue
-			}
-			if _, err := s.reap(ctx, p.ID); err != nil {
-				return err
-			}
-		}
-		after = ps[len(ps)-1].ID
-	}
-}
-
-// anyGated reports whether any product may be deducted by redis-gate here.
-func (s *Service) anyGated() bool {
-	if s.cfg.Strategy == RedisGate {
-		return true
-	}
-	s.labMu.RLock()
-	defer s.labMu.RUnlock()
-	for _, name := range s.labStrategy {
-		if name == RedisGate {
-			return true
-		}
-	}
-	return false
 }
 
 // gateAdd gives units back to the gate (restock, cancellation).

@@ -25,6 +25,26 @@ func TestRedisGateSettlesEveryAdmission(t *testing.T) {
 		s.inv.UseStrategy(id, inventory.RedisGate)
 	}
 	ctx := context.Background()
+	// The audit runs all through the sale: units in flight are never R1's
+	// fault, whichever order its reads fall in.
+	auditing, stopAudit := context.WithCancel(ctx)
+	audited := make(chan []audit.Violation, 1)
+	go func() {
+		var r1 []audit.Violation
+		for auditing.Err() == nil {
+			r, err := audit.Check(ctx, f.db, audit.Options{ProductID: id, StockMirror: b.inv.GateLevel})
+			if err != nil {
+				t.Errorf("audit during the sale: %v", err)
+				break
+			}
+			for _, v := range r.Violations {
+				if v.Invariant == audit.R1 {
+					r1 = append(r1, v)
+				}
+			}
+		}
+		audited <- r1
+	}()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstNo string
@@ -52,6 +72,10 @@ func TestRedisGateSettlesEveryAdmission(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	stopAudit()
+	if r1 := <-audited; len(r1) != 0 {
+		t.Errorf("R1 during the sale: %+v", r1)
+	}
 
 	check := func(when string) {
 		t.Helper()
