@@ -70,6 +70,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer func() { stopBG(); background.Wait() }()
 	background.Go(func() { svc.orders.Follow(bg) })
 	background.Go(func() { svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout) })
+	background.Go(func() { svc.products.RunGateReaper(bg, c.SweepInterval) })
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
