@@ -94,8 +94,7 @@ var errorTable = []struct {
 }{
 	{idem.ErrInUse, "idempotency_key_in_use"},
 	{idem.ErrFingerprintMismatch, "idempotency_key_reused"},
-	{order.ErrRequestMismatch, "idempotency_key_reused"},
-	{inventory.ErrRequestMismatch, "idempotency_key_reused"},
+	{idem.ErrRequestMismatch, "idempotency_key_reused"},
 	{idem.ErrTokenInvalid, "form_token_invalid"},
 	{idem.ErrKeyMissing, "idempotency_key_missing"},
 	{idem.ErrKeyMalformed, "idempotency_key_missing"},
@@ -111,7 +110,6 @@ var errorTable = []struct {
 	{payment.ErrInsufficientFunds, "insufficient_funds"},
 	{payment.ErrAlreadyPaid, "already_paid"},
 	{payment.ErrBusy, "busy"},
-	{payment.ErrRequestMismatch, "idempotency_key_reused"},
 	{order.ErrUnpaidLimit, "unpaid_limit"},
 }
 

@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-lab/shop/internal/dbx"
+	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/lockx"
 )
 
@@ -29,10 +30,6 @@ var (
 	// ErrBusy: the product lock was not obtained within the acquire timeout;
 	// nothing was changed.
 	ErrBusy = errors.New("system busy, retry later")
-	// ErrRequestMismatch: a restock reference was used before for a
-	// different request (the database's answer when Redis forgot the
-	// idempotency record).
-	ErrRequestMismatch = errors.New("idempotency key reused with a different request")
 	// errStaleFence: the database saw a newer fencing token than ours, so our
 	// hold is stale (paused past its TTL, or Redis lost the fence counter).
 	errStaleFence = errors.New("stale fencing token")
@@ -179,7 +176,7 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 // ends the sold-out state in every instance. ref (a scoped Idempotency-Key,
 // may be empty) makes a retried restock add nothing the second time:
 // replayed is true then, and a retry whose hash differs from the first
-// request's is ErrRequestMismatch.
+// request's is idem.ErrRequestMismatch.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
 	err = s.locked(ctx, id, WaitForLock, false, func(ctx context.Context, fence int64) error {
 		added := false
@@ -205,7 +202,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 					return err
 				}
 				if prev.RequestHash != hash || prev.ProductID != id {
-					return ErrRequestMismatch
+					return idem.ErrRequestMismatch
 				}
 				replayed = true
 				return nil

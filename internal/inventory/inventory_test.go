@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-lab/shop/internal/dbx"
+	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/testenv"
@@ -302,7 +303,7 @@ func TestRedisGateGivesTokensBack(t *testing.T) {
 		t.Errorf("gate after a restock and its retry = %d, want 7", g)
 	}
 	// The same reference with a different request adds nothing: 422's error.
-	if _, _, err := s.Restock(ctx, id, 30, "restock-1", "h2"); !errors.Is(err, inventory.ErrRequestMismatch) {
+	if _, _, err := s.Restock(ctx, id, 30, "restock-1", "h2"); !errors.Is(err, idem.ErrRequestMismatch) {
 		t.Errorf("restock reusing a reference for another request: %v, want ErrRequestMismatch", err)
 	}
 	if g := gate(); g != 7 {

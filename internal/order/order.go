@@ -24,9 +24,6 @@ import (
 var (
 	ErrNotFound     = errors.New("order not found")
 	ErrInvalidState = errors.New("order is not in a state that allows this")
-	// ErrRequestMismatch: the business key was used before for a different
-	// request (the database's answer when Redis forgot the idempotency record).
-	ErrRequestMismatch = errors.New("idempotency key reused with a different request")
 )
 
 // Kinds and statuses.
@@ -165,7 +162,7 @@ func (s *Service) fromMarker(ctx context.Context, userID, productID int64) (Orde
 // Regular places an order for quantity units under the client's business
 // key (user + Idempotency-Key, or user + form token), whose derived order
 // number is unique. A request whose key was already used returns that order
-// (created false) when hash matches, ErrRequestMismatch when not.
+// (created false) when hash matches, idem.ErrRequestMismatch when not.
 func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64, key, hash string) (Order, bool, error) {
 	no := RegularNo(userID, key)
 	if s.cfg.NoIdempotency {

@@ -32,9 +32,6 @@ var (
 	// ErrBusy: the account lock was not obtained in time, or was lost before
 	// the transaction committed; nothing was changed.
 	ErrBusy = errors.New("account busy, retry later")
-	// ErrRequestMismatch: the key was used before for a different request
-	// (the database's answer when Redis forgot the idempotency record).
-	ErrRequestMismatch = errors.New("idempotency key reused with a different request")
 	// errConflict: a guarded update matched no row. The transaction is
 	// rolled back and the next attempt re-reads to decide the outcome.
 	errConflict = errors.New("payment: concurrent change, re-reading")
@@ -137,7 +134,7 @@ type PayRequest struct {
 	OrderNo string
 	Key     string // the client's Idempotency-Key
 	// RequestHash fingerprints the request; a key seen before with another
-	// hash is ErrRequestMismatch. Empty skips the comparison.
+	// hash is idem.ErrRequestMismatch. Empty skips the comparison.
 	RequestHash string
 }
 
@@ -253,7 +250,7 @@ func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayReq
 
 // replay answers a request from the payments table: ok when a payment with
 // request id rid exists (the same request: the result again), or
-// ErrRequestMismatch when the key was used for something else.
+// idem.ErrRequestMismatch when the key was used for something else.
 func (s *Service) replay(db *gorm.DB, rid string, r PayRequest) (Result, bool, error) {
 	var p Payment
 	err := db.Where("request_id = ?", rid).Take(&p).Error
@@ -265,7 +262,7 @@ func (s *Service) replay(db *gorm.DB, rid string, r PayRequest) (Result, bool, e
 	}
 	if p.UserID != r.UserID || p.OrderNo != r.OrderNo ||
 		(r.RequestHash != "" && p.RequestHash != "" && p.RequestHash != r.RequestHash) {
-		return Result{}, false, ErrRequestMismatch
+		return Result{}, false, idem.ErrRequestMismatch
 	}
 	o, err := order.GetTx(db, p.OrderNo)
 	if err != nil {
@@ -404,7 +401,7 @@ func outcomeOf(res Result, err error) string {
 		return "invalid_state"
 	case errors.Is(err, order.ErrNotFound):
 		return "not_found"
-	case errors.Is(err, ErrRequestMismatch):
+	case errors.Is(err, idem.ErrRequestMismatch):
 		return "key_reused"
 	case errors.Is(err, ErrBusy):
 		return "busy"
