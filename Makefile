@@ -33,10 +33,12 @@ bench:
 loadtest:
 	$(GO) run ./loadtest -scenario race
 
-## loadtest-ci: small race, retry and compare against local MariaDB + Redis, 3 instances
+## loadtest-ci: small race, retry and compare against local MariaDB + Redis, 3 instances; then the race again with order coalescing off
 loadtest-ci:
 	$(GO) run ./loadtest --scenario race,retry,compare --users 300 --stock 30 --retries 3 --concurrency 64 \
 		--mysql-dsn 'root@tcp(127.0.0.1:3306)/' --redis-url redis://127.0.0.1:6379/0 --report /tmp/shop-loadtest-report
+	$(GO) run ./loadtest --scenario race --users 300 --stock 30 --concurrency 64 --batch-max 1 \
+		--mysql-dsn 'root@tcp(127.0.0.1:3306)/' --redis-url redis://127.0.0.1:6379/0 --report /tmp/shop-loadtest-report-nobatch
 
 ## k6-check: type-check the k6 scripts with tsc and @types/k6 (no k6 binary needed)
 k6-check:

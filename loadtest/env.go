@@ -69,6 +69,9 @@ func (h *harness) setup(ctx context.Context, name string, s setup) (*env, error)
 	}
 	e.backend = b
 	common := append([]string{"SHOP_STOCK_STRATEGY=" + s.strategy}, s.common...)
+	if h.o.batchMax > 0 {
+		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.o.batchMax))
+	}
 	c, err := startCluster(ctx, h.bin, b, h.o.instances, fmt.Sprintf("%02d-%s", h.seq, name), h.workdir, common, s.extra)
 	if err != nil {
 		b.close()

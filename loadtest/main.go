@@ -52,6 +52,7 @@ type options struct {
 	mysqlDSN       string
 	redisURL       string
 	strategy       string
+	batchMax       int
 	expect5xx      []string // statuses (e.g. a load balancer's 504) A1 does not count against the shop
 	linear         loadgen.LinearOptions
 	noLinear       bool
@@ -90,6 +91,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", getenv("SHOP_MYSQL_DSN"), "MySQL/MariaDB server DSN; each run gets a fresh database loadtest_<random> ($SHOP_MYSQL_DSN; empty: SQLite)")
 	fs.StringVar(&o.redisURL, "redis-url", getenv("SHOP_REDIS_URL"), "Redis to share, under a fresh key prefix per run ($SHOP_REDIS_URL; empty: a private redis-server, or in-process)")
 	fs.StringVar(&o.strategy, "strategy", platform.StrategyLockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
+	fs.IntVar(&o.batchMax, "batch-max", 0, "SHOP_BATCH_MAX of every shop started (1: order coalescing off); 0: the shop's default")
 	expect5xx := fs.String("expect-5xx", "", "comma-separated 5xx statuses that are not the shop's (e.g. 502,504 from a load balancer in front of --target); any other 5xx but 503 fails the run")
 	linearOn := fs.Bool("linearizability", true, "check every product's client history for linearizability (exact checker; porcupine pictures with --report)")
 	fs.DurationVar(&o.linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
