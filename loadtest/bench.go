@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,7 @@ func (r benchRaw) plus(s benchRaw) benchRaw {
 // benchOrders is one hot-product phase.
 type benchOrders struct {
 	Instances    int            `json:"instances"`
+	Coalescing   bool           `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
 	Clients      int            `json:"clients"`
 	Committed    int64          `json:"committed"` // order rows of the product that appeared in the window
 	Seconds      float64        `json:"seconds"`
@@ -178,6 +180,9 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 	r.Bench = br
 	r.Strategy = h.o.strategy
 	common := []string{"SHOP_STOCK_STRATEGY=" + h.o.strategy}
+	if h.o.batchMax > 0 {
+		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.o.batchMax))
+	}
 	r.Setup = fmt.Sprintf("%s; %s; load generator in this process", b.describe(), strings.Join(common, " "))
 	sqlDB, err := b.db.DB.DB()
 	if err != nil {
@@ -232,6 +237,20 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	users.secret = []byte(c3.secret)
 	h.benchSay("bench: hot product, 3 instances, %d clients", o.clients)
 	ord, err := h.benchOrders(ctx, db, c3, users)
+	br.Orders = append(br.Orders, ord)
+	if err != nil || slices.Contains(common, "SHOP_BATCH_MAX=1") {
+		return err
+	}
+
+	// The baseline: one order per lock hold (coalescing off).
+	off, err := startCluster(ctx, h.bin, b, 1, fmt.Sprintf("%02d-bench-1-nobatch", h.seq), h.workdir, append(slices.Clone(common), "SHOP_BATCH_MAX=1"), nil)
+	if err != nil {
+		return err
+	}
+	defer off.close()
+	users.secret = []byte(off.secret)
+	h.benchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.clients)
+	ord, err = h.benchOrders(ctx, db, off, users)
 	br.Orders = append(br.Orders, ord)
 	return err
 }
@@ -296,7 +315,7 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 // the count and the shops' batch sizes every second.
 func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers) (benchOrders, error) {
 	o := h.o.bench
-	out := benchOrders{Instances: len(c.instances), Clients: o.clients}
+	out := benchOrders{Instances: len(c.instances), Clients: o.clients, Coalescing: !slices.Contains(c.common, "SHOP_BATCH_MAX=1")}
 	p, err := c.client.CreateProduct(ctx, fmt.Sprintf("bench hot %d", len(c.instances)), 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
 	if err != nil {
 		return out, err

@@ -101,7 +101,7 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := rep.Scenarios[0].Bench
-	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) != 2 || br.Orders[0].OrdersPerSec <= 0 || br.Orders[1].OrdersPerSec <= 0 ||
+	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) != 3 || br.Orders[2].Coalescing || br.Orders[0].OrdersPerSec <= 0 || br.Orders[1].OrdersPerSec <= 0 ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
 	}

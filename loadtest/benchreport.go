@@ -56,8 +56,8 @@ func writeBench(w io.Writer, br *benchReport) {
 		if o.BatchMean > 0 {
 			batch = fmt.Sprintf("mean batch %.1f", o.BatchMean)
 		}
-		fmt.Fprintf(w, "orders:   %d instance(s), %d clients: %.0f committed orders/s = %.2fx raw ceiling (%d in %.1fs); p50 %s, p99 %s; %s\n",
-			o.Instances, o.Clients, o.OrdersPerSec, o.OfRaw, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
+		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling (%d in %.1fs); p50 %s, p99 %s; %s\n",
+			o.label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
 		fmt.Fprintf(w, "          answers: %s\n", answersText(o.Answers))
 	}
 	if br.SoldOut.Requests > 0 {
@@ -97,7 +97,7 @@ func benchHTML(br *benchReport) string {
 	}
 	row(fmt.Sprintf("raw database ceiling, %d workers", br.Raw.Workers), br.Raw.TxPerSec, "tx/s", "1", 0, 0)
 	for _, o := range br.Orders {
-		row(fmt.Sprintf("committed orders, %d instance(s), %d clients", o.Instances, o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw", o.OfRaw), o.Load.P50, o.Load.P99)
+		row(fmt.Sprintf("committed orders, %s, %d clients", o.label(), o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw", o.OfRaw), o.Load.P50, o.Load.P99)
 	}
 	row("sold-out refusals", br.SoldOut.PerSec, "/s", fmt.Sprintf("%.2fx healthz", br.RefusalRatio), br.SoldOut.P50, br.SoldOut.P99)
 	row("GET /healthz", br.Healthz.PerSec, "/s", "1", br.Healthz.P50, br.Healthz.P99)
@@ -125,6 +125,9 @@ func benchHTML(br *benchReport) string {
 			}
 		}
 		name := fmt.Sprintf("%d inst.", o.Instances)
+		if !o.Coalescing {
+			name += ", no batch"
+		}
 		orders = append(orders, chartSeries{name, colors[i%len(colors)], op})
 		if len(bp) > 0 {
 			batches = append(batches, chartSeries{name, colors[i%len(colors)], bp})
@@ -137,4 +140,13 @@ func benchHTML(br *benchReport) string {
 		b.WriteString(lineChart("mean batch size per second ("+benchBatchMetric+")", batches, nil))
 	}
 	return b.String()
+}
+
+// label names a hot-product phase: its instances, and whether orders were
+// coalesced.
+func (o benchOrders) label() string {
+	if o.Coalescing {
+		return fmt.Sprintf("%d instance(s)", o.Instances)
+	}
+	return fmt.Sprintf("%d instance(s), coalescing off", o.Instances)
 }

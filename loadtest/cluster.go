@@ -288,6 +288,7 @@ type cluster struct {
 	name      string
 	instances []*instance
 	client    *loadgen.Client
+	common    []string // the settings every instance was started with
 }
 
 // instance is one shop process; restarts keep its port.
@@ -306,7 +307,7 @@ func (i *instance) url() string { return fmt.Sprintf("http://127.0.0.1:%d", i.po
 
 // startCluster starts n instances; extra(i) is instance i's own settings.
 func startCluster(ctx context.Context, bin string, b *backend, n int, name, workdir string, common []string, extra func(i int) []string) (*cluster, error) {
-	c := &cluster{bin: bin, backend: b, admin: "lt-admin-" + loadgen.RandomID(12), secret: "lt-secret-" + loadgen.RandomID(16), workdir: workdir, name: name}
+	c := &cluster{bin: bin, backend: b, admin: "lt-admin-" + loadgen.RandomID(12), secret: "lt-secret-" + loadgen.RandomID(16), workdir: workdir, name: name, common: common}
 	var urls []string
 	for i := range n {
 		port, err := freePort()
