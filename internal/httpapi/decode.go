@@ -17,14 +17,22 @@ type validator interface {
 	validate() map[string]string
 }
 
+// bodyRule says what an empty body means to decode.
+type bodyRule bool
+
+const (
+	bodyRequired bodyRule = false // an empty body is invalid_request
+	bodyOptional bodyRule = true  // an empty body decodes as {}
+)
+
 // decode reads the (already size-checked) JSON body into v strictly: not
 // JSON -> invalid_json; unknown fields, wrong types or failed validation ->
-// invalid_request with the fields at fault. An empty body decodes as {} when
-// allowEmpty is set.
-func decode(c *gin.Context, v any, allowEmpty bool) error {
+// invalid_request with the fields at fault. An empty body is refused or read
+// as {}, as rule says.
+func decode(c *gin.Context, v any, rule bodyRule) error {
 	b := body(c)
 	if len(bytes.TrimSpace(b)) == 0 {
-		if !allowEmpty {
+		if rule == bodyRequired {
 			return invalid(map[string]string{"body": "a JSON object is required"})
 		}
 		b = []byte("{}")

@@ -43,31 +43,31 @@ func TestDecodeProblems(t *testing.T) {
 	const jsonCT = "application/json"
 	tests := []struct {
 		name, contentType, body string
-		allowEmpty              bool
+		rule                    bodyRule
 		code                    string
 		field                   string // key expected in Problem.Errors
 	}{
-		{"malformed", jsonCT, `{"quantity": 1,`, false, "invalid_json", ""},
-		{"not json at all", jsonCT, `quantity=1`, false, "invalid_json", ""},
-		{"bad token", jsonCT, `{quantity: 1}`, false, "invalid_json", ""},
-		{"trailing garbage", jsonCT, `{"quantity": 1} x`, false, "invalid_json", ""},
-		{"two values", jsonCT, `{"quantity": 1}{"quantity": 2}`, false, "invalid_json", ""},
-		{"unknown field", jsonCT, `{"quantity": 1, "coupon": "FREE"}`, false, "invalid_request", "coupon"},
-		{"wrong type", jsonCT, `{"quantity": "two"}`, false, "invalid_request", "quantity"},
-		{"wrong type nested number", jsonCT, `{"product_id": 1.5, "quantity": 1}`, false, "invalid_request", "product_id"},
-		{"not an object", jsonCT, `[1, 2]`, false, "invalid_request", "body"},
-		{"out of range", jsonCT, `{"quantity": 0}`, false, "invalid_request", "quantity"},
-		{"wrong content type", "text/plain", `{"quantity": 1}`, false, "invalid_request", "Content-Type"},
-		{"form content type", "application/x-www-form-urlencoded", `{"quantity": 1}`, false, "invalid_request", "Content-Type"},
-		{"garbled content type", "application/json; =", `{"quantity": 1}`, false, "invalid_request", "Content-Type"},
-		{"empty body required", jsonCT, ``, false, "invalid_request", "body"},
-		{"blank body required", jsonCT, "  \n", false, "invalid_request", "body"},
+		{"malformed", jsonCT, `{"quantity": 1,`, bodyRequired, "invalid_json", ""},
+		{"not json at all", jsonCT, `quantity=1`, bodyRequired, "invalid_json", ""},
+		{"bad token", jsonCT, `{quantity: 1}`, bodyRequired, "invalid_json", ""},
+		{"trailing garbage", jsonCT, `{"quantity": 1} x`, bodyRequired, "invalid_json", ""},
+		{"two values", jsonCT, `{"quantity": 1}{"quantity": 2}`, bodyRequired, "invalid_json", ""},
+		{"unknown field", jsonCT, `{"quantity": 1, "coupon": "FREE"}`, bodyRequired, "invalid_request", "coupon"},
+		{"wrong type", jsonCT, `{"quantity": "two"}`, bodyRequired, "invalid_request", "quantity"},
+		{"wrong type nested number", jsonCT, `{"product_id": 1.5, "quantity": 1}`, bodyRequired, "invalid_request", "product_id"},
+		{"not an object", jsonCT, `[1, 2]`, bodyRequired, "invalid_request", "body"},
+		{"out of range", jsonCT, `{"quantity": 0}`, bodyRequired, "invalid_request", "quantity"},
+		{"wrong content type", "text/plain", `{"quantity": 1}`, bodyRequired, "invalid_request", "Content-Type"},
+		{"form content type", "application/x-www-form-urlencoded", `{"quantity": 1}`, bodyRequired, "invalid_request", "Content-Type"},
+		{"garbled content type", "application/json; =", `{"quantity": 1}`, bodyRequired, "invalid_request", "Content-Type"},
+		{"empty body required", jsonCT, ``, bodyRequired, "invalid_request", "body"},
+		{"blank body required", jsonCT, "  \n", bodyRequired, "invalid_request", "body"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var v decodeTestBody
-			err := decode(decodeCtx(tt.contentType, tt.body), &v, tt.allowEmpty)
+			err := decode(decodeCtx(tt.contentType, tt.body), &v, tt.rule)
 			if err == nil {
 				t.Fatalf("decode(%q) accepted", tt.body)
 			}
@@ -102,7 +102,7 @@ func TestDecodeAccepts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var v decodeTestBody
-			if err := decode(decodeCtx(tt.contentType, tt.body), &v, false); err != nil {
+			if err := decode(decodeCtx(tt.contentType, tt.body), &v, bodyRequired); err != nil {
 				t.Fatalf("decode(%q): %v", tt.body, err)
 			}
 			if v != tt.want {
@@ -117,11 +117,11 @@ func TestDecodeEmptyBodyWhenAllowed(t *testing.T) {
 	// Seckill orders take an empty body or {}; any field is invalid_request.
 	var v struct{}
 	for _, body := range []string{"", "{}", " { } "} {
-		if err := decode(decodeCtx("", body), &v, true); err != nil {
-			t.Errorf("decode(%q) with allowEmpty: %v", body, err)
+		if err := decode(decodeCtx("", body), &v, bodyOptional); err != nil {
+			t.Errorf("decode(%q) with bodyOptional: %v", body, err)
 		}
 	}
-	err := decode(decodeCtx("application/json", `{"quantity": 2}`), &v, true)
+	err := decode(decodeCtx("application/json", `{"quantity": 2}`), &v, bodyOptional)
 	if p := problemFor(err); p.Code != "invalid_request" || p.Errors["quantity"] == "" {
 		t.Errorf("a field in a seckill body: %+v, want invalid_request naming quantity", p)
 	}
@@ -138,7 +138,7 @@ func TestDecodeProblemIsWrittenAsProblemJSON(t *testing.T) {
 	c.Request.Header.Set("Content-Type", "application/json")
 	c.Set(ctxBody, []byte(`{"quantity": "x"}`))
 	var v decodeTestBody
-	writeError(c, decode(c, &v, false))
+	writeError(c, decode(c, &v, bodyRequired))
 	if w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("got %d %q, want 400 application/problem+json", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -165,7 +165,7 @@ func TestDecodeStrictKeys(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var v decodeTestBody
-			p := problemFor(decode(decodeCtx("application/json", tt.body), &v, false))
+			p := problemFor(decode(decodeCtx("application/json", tt.body), &v, bodyRequired))
 			if p.Code != "invalid_request" || p.Errors[tt.field] == "" {
 				t.Fatalf("decode(%s) = %s %v, want invalid_request naming %q", tt.body, p.Code, p.Errors, tt.field)
 			}
@@ -178,7 +178,7 @@ func TestDecodeStrictKeys(t *testing.T) {
 	}
 	// A seckill body of null is not "empty or {}".
 	var empty struct{}
-	if p := problemFor(decode(decodeCtx("application/json", "null"), &empty, true)); p.Code != "invalid_request" {
+	if p := problemFor(decode(decodeCtx("application/json", "null"), &empty, bodyOptional)); p.Code != "invalid_request" {
 		t.Errorf("seckill body null: %s, want invalid_request", p.Code)
 	}
 }

@@ -88,7 +88,7 @@ func (a *api) issueToken(c *gin.Context) {
 		return
 	}
 	var req tokenRequest
-	if err := decode(c, &req, false); err != nil {
+	if err := decode(c, &req, bodyRequired); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -138,7 +138,7 @@ func (a *api) createProduct(c *gin.Context) {
 		return
 	}
 	var req createProductRequest
-	if err := decode(c, &req, false); err != nil {
+	if err := decode(c, &req, bodyRequired); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -227,7 +227,7 @@ func (a *api) restock(c *gin.Context) {
 		return
 	}
 	var req restockRequest
-	if err := decode(c, &req, false); err != nil {
+	if err := decode(c, &req, bodyRequired); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -256,7 +256,7 @@ func orderLocation(o order.Order) string { return "/api/v1/orders/" + o.OrderNo 
 
 func (a *api) seckill(c *gin.Context) {
 	var req struct{}
-	if err := decode(c, &req, true); err != nil {
+	if err := decode(c, &req, bodyOptional); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -317,7 +317,7 @@ func (a *api) createOrder(c *gin.Context) {
 		return
 	}
 	var req regularOrderRequest
-	if err := decode(c, &req, false); err != nil {
+	if err := decode(c, &req, bodyRequired); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -389,7 +389,7 @@ func (a *api) cancelOrder(c *gin.Context) {
 		return
 	}
 	var req struct{}
-	if err := decode(c, &req, true); err != nil {
+	if err := decode(c, &req, bodyOptional); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -406,7 +406,7 @@ func (a *api) issueFormToken(c *gin.Context) {
 		return
 	}
 	var req struct{}
-	if err := decode(c, &req, true); err != nil {
+	if err := decode(c, &req, bodyOptional); err != nil {
 		writeError(c, err)
 		return
 	}

@@ -191,7 +191,7 @@ func (l *lab) info(c *gin.Context) {
 
 func (l *lab) startRace(c *gin.Context) {
 	var req raceRequest
-	if err := decode(c, &req, false); err != nil {
+	if err := decode(c, &req, bodyRequired); err != nil {
 		writeError(c, err)
 		return
 	}

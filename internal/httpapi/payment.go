@@ -51,7 +51,7 @@ func (a *api) creditWallet(c *gin.Context) {
 		return
 	}
 	var req creditRequest
-	if err := decode(c, &req, false); err != nil {
+	if err := decode(c, &req, bodyRequired); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -88,7 +88,7 @@ func (a *api) payOrder(c *gin.Context) {
 		return
 	}
 	var req struct{}
-	if err := decode(c, &req, true); err != nil {
+	if err := decode(c, &req, bodyOptional); err != nil {
 		writeError(c, err)
 		return
 	}

@@ -178,7 +178,7 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 // replayed is true then, and a retry whose hash differs from the first
 // request's is idem.ErrRequestMismatch.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
-	err = s.locked(ctx, id, WaitForLock, false, func(ctx context.Context, fence int64) error {
+	err = s.locked(ctx, id, WaitForLock, noLabPause, func(ctx context.Context, fence int64) error {
 		added := false
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			added, replayed = false, false
@@ -249,7 +249,7 @@ const (
 // deduction and sold-out state is set and cleared in lock order. fence is
 // the lock's fencing token.
 func (s *Service) WithProductLock(ctx context.Context, productID int64, wait LockWait, fn func(ctx context.Context, fence int64) error) error {
-	return s.locked(ctx, productID, wait, false, fn)
+	return s.locked(ctx, productID, wait, noLabPause, fn)
 }
 
 // Locks reports whether a strategy deducts under the product lock (the
@@ -266,8 +266,17 @@ func (s *Service) Guard(ctx context.Context, productID int64, fn func(ctx contex
 	if !Locks(strategy) {
 		return fn(ctx, 0)
 	}
-	return s.locked(ctx, productID, WaitForLock, true, fn)
+	return s.locked(ctx, productID, WaitForLock, labPausable, fn)
 }
+
+// labPause says whether the lab's pause after lock (PauseAfterLock) may
+// apply to work under a lock: only deductions are paused.
+type labPause bool
+
+const (
+	noLabPause  labPause = false
+	labPausable labPause = true
+)
 
 // locked is the one place that runs work under a product lock. It takes
 // the lock with the watchdog on, runs fn, and releases only after fn
@@ -277,11 +286,11 @@ func (s *Service) Guard(ctx context.Context, productID int64, fn func(ctx contex
 // lost the fence counter) raises the counter to what the database last
 // accepted and runs fn again under a new hold.
 //
-// pausable lets the lab pause stand in for a stop-the-world pause: the
+// labPausable lets the lab pause stand in for a stop-the-world pause: the
 // watchdog is off (no renewal could run during such a pause either) and fn
 // runs on the caller's context, so the fence alone must stop a stale write.
-func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pausable bool, fn func(ctx context.Context, fence int64) error) error {
-	paused := pausable && s.cfg.PauseAfterLock > 0
+func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pause labPause, fn func(ctx context.Context, fence int64) error) error {
+	paused := pause == labPausable && s.cfg.PauseAfterLock > 0
 	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: !paused}
 	if wait == TryOnce {
 		opts.Wait = 0

@@ -261,24 +261,20 @@ func (s *Service) Cancel(ctx context.Context, userID int64, no string) (Order, e
 	if err != nil {
 		return o, err
 	}
-	o, _, err = s.cancel(ctx, o, "user", false)
+	o, _, err = s.cancel(ctx, o, "user", inventory.WaitForLock)
 	return o, err
 }
 
 // cancel moves o to cancelled with a guarded update and returns its stock in
 // the same transaction, under the product lock. won reports whether this
-// call made the transition (false: someone else already had). tryOnce
-// gives up at once when the product lock is taken (ErrBusy).
-func (s *Service) cancel(ctx context.Context, o Order, reason string, tryOnce bool) (out Order, won bool, err error) {
+// call made the transition (false: someone else already had). wait says
+// whether to give up at once when the product lock is taken (ErrBusy).
+func (s *Service) cancel(ctx context.Context, o Order, reason string, wait inventory.LockWait) (out Order, won bool, err error) {
 	switch o.Status {
 	case StatusCancelled:
 		return o, false, nil
 	case StatusPaid:
 		return o, false, ErrInvalidState
-	}
-	wait := inventory.WaitForLock
-	if tryOnce {
-		wait = inventory.TryOnce
 	}
 	err = s.inv.WithProductLock(ctx, o.ProductID, wait, func(ctx context.Context, _ int64) error {
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {

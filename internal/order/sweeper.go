@@ -42,7 +42,7 @@ func (s *Service) Sweep(ctx context.Context, timeout time.Duration, batch int) (
 			if slices.Contains(busy, o.ProductID) {
 				continue
 			}
-			_, won, err := s.cancel(ctx, o, "timeout", true)
+			_, won, err := s.cancel(ctx, o, "timeout", inventory.TryOnce)
 			switch {
 			case err == nil:
 				if won {
