@@ -52,6 +52,7 @@ type Call struct {
 	Key     string // Idempotency-Key; "" sends none
 	Body    any    // marshalled as JSON; nil sends an empty body
 	Timeout time.Duration
+	From    string // X-Forwarded-For: the simulated client address; "" sends none
 }
 
 // Answer is what came back.
@@ -95,6 +96,9 @@ func (c *Client) Do(ctx context.Context, call Call) Answer {
 		return a
 	}
 	req.Header.Set("User-Agent", UserAgent)
+	if call.From != "" {
+		req.Header.Set("X-Forwarded-For", call.From)
+	}
 	if call.Body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -175,12 +179,23 @@ type WalletView struct {
 	BalanceCents int64 `json:"balance_cents"`
 }
 
+// simulatedAddr is the client address a simulated buyer logs in from. The
+// demo login is rate limited per client address; a shop that trusts the
+// load generator as a proxy (SHOP_TRUSTED_PROXIES, as the harness's own
+// shops do) sees thousands of buyers from thousands of addresses, as in a
+// real sale; any other shop ignores the header and limits the generator.
+func simulatedAddr(userID int64) string {
+	u := uint64(userID)
+	return fmt.Sprintf("10.%d.%d.%d", (u>>16)&255, (u>>8)&255, u&255)
+}
+
 // Token logs userID in (demo login) on target.
 func (c *Client) Token(ctx context.Context, target int, userID int64) (string, error) {
 	var out struct {
 		Token string `json:"token"`
 	}
-	a := c.Do(ctx, Call{Target: target, Method: http.MethodPost, Path: "/api/v1/auth/token", Body: map[string]int64{"user_id": userID}})
+	a := c.Do(ctx, Call{Target: target, Method: http.MethodPost, Path: "/api/v1/auth/token", Body: map[string]int64{"user_id": userID},
+		From: simulatedAddr(userID)})
 	if err := a.Error(http.StatusOK); err != nil {
 		return "", fmt.Errorf("token for user %d: %w", userID, err)
 	}
