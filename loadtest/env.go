@@ -206,7 +206,7 @@ var reportMetrics = []string{
 	"shop_inventory_lock_busy_total",
 	"shop_inventory_lock_lost_before_release_total",
 	"shop_inventory_lab_pauses_total",
-	"shop_inventory_sold_out_fast_path_total",
+	"shop_orders_sold_out_fast_path_total",
 }
 
 func pickMetrics(all map[string]float64) map[string]float64 {
