@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -94,13 +95,29 @@ func (c *coalescer) wait() { c.wg.Wait() }
 // runBatch places a batch and answers each of its requests.
 func (s *Service) runBatch(productID int64, batch []*request) {
 	s.metrics.batched(len(batch))
-	res := s.placeBatch(s.bg, productID, batch)
+	res := s.placeSafely(productID, batch)
 	for i, r := range batch {
 		r.done <- res[i]
 	}
 	// The markers are a filter in front of the database: written off the
 	// leader's path, so the next batch does not wait for Redis.
 	s.batches.wg.Go(func() { s.markAll(res) })
+}
+
+// placeSafely is placeBatch with a panic turned into every request's error:
+// a leader runs outside any request, where no HTTP recovery would catch it,
+// and its waiting requests must still be answered.
+func (s *Service) placeSafely(productID int64, batch []*request) (res []result) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("order batch panicked; its requests are answered with an error", "product_id", productID, "panic", fmt.Sprint(p))
+			res = make([]result, len(batch))
+			for i := range res {
+				res[i] = result{err: fmt.Errorf("order batch: panic: %v", p)}
+			}
+		}
+	}()
+	return s.placeBatch(s.bg, productID, batch)
 }
 
 // placeBatch is the flow of the seed, once for the whole batch: (the
