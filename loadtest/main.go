@@ -24,8 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/loadgen"
-	"github.com/seckill-lab/shop/internal/platform"
 )
 
 var allScenarios = []string{"race", "retry", "pay", "chaos", "compare"}
@@ -90,7 +90,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.BoolVar(&o.keep, "keep", false, "keep the databases, Redis keys, logs and work directory")
 	fs.StringVar(&o.mysqlDSN, "mysql-dsn", getenv("SHOP_MYSQL_DSN"), "MySQL/MariaDB server DSN; each run gets a fresh database loadtest_<random> ($SHOP_MYSQL_DSN; empty: SQLite)")
 	fs.StringVar(&o.redisURL, "redis-url", getenv("SHOP_REDIS_URL"), "Redis to share, under a fresh key prefix per run ($SHOP_REDIS_URL; empty: a private redis-server, or in-process)")
-	fs.StringVar(&o.strategy, "strategy", platform.StrategyLockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
+	fs.StringVar(&o.strategy, "strategy", inventory.LockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
 	fs.IntVar(&o.batchMax, "batch-max", 0, "SHOP_BATCH_MAX of every shop started (1: order coalescing off); 0: the shop's default")
 	expect5xx := fs.String("expect-5xx", "", "comma-separated 5xx statuses that are not the shop's (e.g. 502,504 from a load balancer in front of --target); any other 5xx but 503 fails the run")
 	linearOn := fs.Bool("linearizability", true, "check every product's client history for linearizability (exact checker; porcupine pictures with --report)")
@@ -146,8 +146,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		return o, errors.New("--users, --stock, --retries, --instances, --concurrency and --pay-orders must be at least 1")
 	case o.users > 1_000_000 || o.concurrency > 4096 || o.instances > 16 || o.retries > 50:
 		return o, errors.New("sizes out of bounds (users <= 1e6, concurrency <= 4096, instances <= 16, retries <= 50)")
-	case !slices.Contains(platform.Strategies, o.strategy):
-		return o, fmt.Errorf("--strategy: one of %s", strings.Join(platform.Strategies, ", "))
+	case !slices.Contains(inventory.Strategies, o.strategy):
+		return o, fmt.Errorf("--strategy: one of %s", strings.Join(inventory.Strategies, ", "))
 	}
 	return o, nil
 }

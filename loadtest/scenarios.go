@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/loadgen"
-	"github.com/seckill-lab/shop/internal/platform"
 )
 
 // scenarioReport is everything one scenario run reports.
@@ -502,12 +502,12 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 		settings      []string
 		safe          bool
 	}{
-		{"naive", platform.StrategyNaive, nil, false},
-		{"lock (pause > TTL)", platform.StrategyLock, pause, false},
-		{"lock-fence (pause > TTL)", platform.StrategyLockFence, pause, true},
-		{"conditional", platform.StrategyConditional, nil, false},
-		{"redis-gate", platform.StrategyRedisGate, nil, false},
-		{"lock-fence, idempotency off", platform.StrategyLockFence, []string{"SHOP_LAB_NO_IDEMPOTENCY=true"}, false},
+		{"naive", inventory.Naive, nil, false},
+		{"lock (pause > TTL)", inventory.Lock, pause, false},
+		{"lock-fence (pause > TTL)", inventory.LockFence, pause, true},
+		{"conditional", inventory.Conditional, nil, false},
+		{"redis-gate", inventory.RedisGate, nil, false},
+		{"lock-fence, idempotency off", inventory.LockFence, []string{"SHOP_LAB_NO_IDEMPOTENCY=true"}, false},
 	}
 	var all []loadgen.Record
 	safeClean, unsafeCaught := false, false

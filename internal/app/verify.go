@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/platform"
 )
 
@@ -72,7 +73,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	check := func(ctx context.Context, o audit.Options) (audit.Report, error) { return audit.Check(ctx, db.DB, o) }
-	if c.StockStrategy == platform.StrategyRedisGate && c.RedisURL != "" {
+	if c.StockStrategy == inventory.RedisGate && c.RedisURL != "" {
 		rdb, err := platform.OpenRedis(c.RedisURL, c.RedisMaster, c.EmbeddedRedis)
 		if err != nil {
 			return err

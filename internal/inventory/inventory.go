@@ -35,8 +35,9 @@ var (
 	errStaleFence = errors.New("stale fencing token")
 )
 
-// Strategy names; see platform.Strategies for the list and README for what
-// each demonstrates.
+// Strategy names, the lab's comparison axis (README says what each
+// demonstrates). Only LockFence is safe on its own; the others exist so the
+// harness can show what goes wrong.
 const (
 	Naive       = "naive"
 	Lock        = "lock"
@@ -44,6 +45,9 @@ const (
 	Conditional = "conditional"
 	RedisGate   = "redis-gate"
 )
+
+// Strategies lists every strategy, the valid values of --stock-strategy.
+var Strategies = []string{Naive, Lock, LockFence, Conditional, RedisGate}
 
 // Config tunes the service.
 type Config struct {

@@ -11,20 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// Stock strategies, the lab's comparison axis. Only StrategyLockFence is safe
-// on its own; the others exist so the harness can show what goes wrong.
-const (
-	StrategyNaive       = "naive"
-	StrategyLock        = "lock"
-	StrategyLockFence   = "lock-fence"
-	StrategyConditional = "conditional"
-	StrategyRedisGate   = "redis-gate"
+	"github.com/seckill-lab/shop/internal/inventory"
 )
-
-// Strategies lists every valid --stock-strategy.
-var Strategies = []string{StrategyNaive, StrategyLock, StrategyLockFence, StrategyConditional, StrategyRedisGate}
 
 // Config is every setting of the shop, read once at start.
 type Config struct {
@@ -201,7 +190,7 @@ var settings = []setting{
 	{"batch-max", "SHOP_BATCH_MAX", "128", "most orders of one product placed under one lock hold and one transaction; 1 turns coalescing off", integer(func(c *Config) *int64 { return &c.BatchMax }, 1, 10_000)},
 	{"batch-window", "SHOP_BATCH_WINDOW", "0s", "wait before a batch is taken so more orders join it; 0: only what queued while the previous batch ran", dur(func(c *Config) *time.Duration { return &c.BatchWindow })},
 	{"memory-limit", "SHOP_MEMORY_LIMIT", "128", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
-	{"stock-strategy", "SHOP_STOCK_STRATEGY", StrategyLockFence, "stock deduction: " + strings.Join(Strategies, ", ") + " (only lock-fence is safe)", str(func(c *Config) *string { return &c.StockStrategy })},
+	{"stock-strategy", "SHOP_STOCK_STRATEGY", inventory.LockFence, "stock deduction: " + strings.Join(inventory.Strategies, ", ") + " (only lock-fence is safe)", str(func(c *Config) *string { return &c.StockStrategy })},
 	{"shutdown-wait", "SHOP_SHUTDOWN_WAIT", "10s", "how long graceful shutdown waits for requests in flight", dur(func(c *Config) *time.Duration { return &c.ShutdownWait })},
 	{"log-level", "SHOP_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 	{"log-format", "SHOP_LOG_FORMAT", "text", "text or json", str(func(c *Config) *string { return &c.LogFormat })},
@@ -310,11 +299,11 @@ func (c Config) validate() error {
 		bad("SHOP_LOCK_TTL", "must be at least 100ms, got %s", c.LockTTL)
 	}
 	valid := false
-	for _, s := range Strategies {
+	for _, s := range inventory.Strategies {
 		valid = valid || s == c.StockStrategy
 	}
 	if !valid {
-		bad("SHOP_STOCK_STRATEGY", "must be one of %s, got %q", strings.Join(Strategies, ", "), c.StockStrategy)
+		bad("SHOP_STOCK_STRATEGY", "must be one of %s, got %q", strings.Join(inventory.Strategies, ", "), c.StockStrategy)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
@@ -336,7 +325,7 @@ func (c Config) validate() error {
 // Lab reports whether any lab fault switch is on, for a loud log line.
 func (c Config) Lab() []string {
 	var on []string
-	if c.StockStrategy != StrategyLockFence {
+	if c.StockStrategy != inventory.LockFence {
 		on = append(on, "stock-strategy="+c.StockStrategy)
 	}
 	if c.LabPauseAfterLock > 0 {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/inventory"
 )
 
 func env(m map[string]string) func(string) string {
@@ -41,7 +43,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"IdemRetention", c.IdemRetention, 24 * time.Hour},
 		{"IdemLease", c.IdemLease, 30 * time.Second},
 		{"SoldOutCache", c.SoldOutCache, time.Second},
-		{"StockStrategy", c.StockStrategy, StrategyLockFence},
+		{"StockStrategy", c.StockStrategy, inventory.LockFence},
 		{"ShutdownWait", c.ShutdownWait, 10 * time.Second},
 		{"LogLevel", c.LogLevel, "info"},
 		{"LogFormat", c.LogFormat, "text"},
@@ -88,7 +90,7 @@ func TestLoadConfigEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != "127.0.0.1:9000" || c.MySQLDSN != "root@tcp(db:3306)/shop" || c.RedisURL != "redis://cache:6379/2" ||
-		c.LockTTL != 7*time.Second || c.DemoLogin || c.StockStrategy != StrategyNaive || c.LogFormat != "json" ||
+		c.LockTTL != 7*time.Second || c.DemoLogin || c.StockStrategy != inventory.Naive || c.LogFormat != "json" ||
 		c.AdminToken != "0123456789abcdef" {
 		t.Errorf("environment not applied: %+v", c)
 	}
