@@ -126,7 +126,7 @@ func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, 
 	no := SeckillNo(userID, productID)
 	if s.cfg.NoIdempotency {
 		no = randomNo("S")
-	} else if o, err, ok := s.fromBook(ctx, userID, productID); ok {
+	} else if o, answered, err := s.fromBook(ctx, userID, productID); answered {
 		return o, false, err
 	} else if o, ok := s.fromMarker(ctx, userID, productID); ok {
 		return o, false, nil

@@ -78,33 +78,33 @@ func (s *Service) SoldOutKnown(_ context.Context, productID int64) bool {
 	return s.book.get(productID) != nil
 }
 
-// fromBook answers a seckill request from the sold-out book: ok is false
-// when the product is not known to be sold out.
-func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Order, err error, ok bool) {
+// fromBook answers a seckill request from the sold-out book: answered is
+// false when the product is not known to be sold out.
+func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Order, answered bool, err error) {
 	e := s.book.get(productID)
 	if e == nil {
-		return Order{}, nil, false
+		return Order{}, false, nil
 	}
 	if time.Since(time.Unix(0, e.checked.Load())) > s.book.ttl && e.refreshing.CompareAndSwap(false, true) {
 		still := s.recheckSoldOut(ctx, productID, e)
 		e.refreshing.Store(false)
 		if !still {
-			return Order{}, nil, false
+			return Order{}, false, nil
 		}
 		if e = s.book.get(productID); e == nil {
-			return Order{}, nil, false
+			return Order{}, false, nil
 		}
 	}
 	no, bought := e.buyers[userID]
 	if !bought {
 		s.metrics.fastPath()
-		return Order{}, inventory.ErrSoldOut, true
+		return Order{}, true, inventory.ErrSoldOut
 	}
 	o, err = s.byNo(ctx, no)
 	if err == nil {
 		s.metrics.replayed(KindSeckill)
 	}
-	return o, err, true
+	return o, true, err
 }
 
 // recheckSoldOut re-reads the product row of an aging book entry: the same
