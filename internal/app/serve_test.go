@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // lockedBuffer is a log sink the server goroutine and the test share.
@@ -97,14 +98,6 @@ func startServe(t *testing.T, env map[string]string) string {
 	}
 }
 
-type problem struct {
-	Type   string            `json:"type"`
-	Title  string            `json:"title"`
-	Status int               `json:"status"`
-	Code   string            `json:"code"`
-	Errors map[string]string `json:"errors"`
-}
-
 // do sends a request and returns the status, headers and body.
 func do(t *testing.T, req *http.Request) (int, http.Header, []byte) {
 	t.Helper()
@@ -137,7 +130,7 @@ func wantProblem(t *testing.T, what string, status int, h http.Header, body []by
 	if ct := h.Get("Content-Type"); ct != "application/problem+json" {
 		t.Errorf("%s: Content-Type %q, want application/problem+json", what, ct)
 	}
-	var p problem
+	var p wire.Problem
 	if err := json.Unmarshal(body, &p); err != nil {
 		t.Fatalf("%s: body %q is not JSON: %v", what, body, err)
 	}

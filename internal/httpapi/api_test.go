@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-lab/shop/internal/app"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 func id(n int64) string { return strconv.FormatInt(n, 10) }
@@ -243,13 +244,13 @@ func TestSweeperInTwoInstances(t *testing.T) {
 		t.Errorf("shop verify: %v\n%s", err, out)
 	}
 	c := shops[0].user(t, 1)
-	var page pageJSON[orderJSON]
+	var page wire.Page[wire.Order]
 	c.do("GET", "/api/v1/orders", nil).json(t, &page)
 	if len(page.Items) != 1 || page.Items[0].Status != "cancelled" || page.Items[0].CancelledAt == nil {
 		t.Fatalf("the user's swept order: %+v", page.Items)
 	}
 	r := c.do("POST", "/api/v1/orders/"+page.Items[0].OrderNo+"/cancel", nil)
-	if r.want(t, http.StatusOK, "") && r.order(t).key() != page.Items[0].key() {
+	if r.want(t, http.StatusOK, "") && orderKey(r.order(t)) != orderKey(page.Items[0]) {
 		t.Errorf("cancel of a swept order changed it: %v", r)
 	}
 }
@@ -268,7 +269,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	forged := signToken(t, 1, time.Now().Add(time.Hour), "another-secret-0123456789")
 	big := `{"product_id": ` + pid + `, "quantity": 1, "pad": "` + strings.Repeat("x", 65536) + `"}`
 	admin.createProduct("second", 1, 1)
-	var listed pageJSON[productJSON]
+	var listed wire.Page[wire.Product]
 	admin.do("GET", "/api/v1/products?limit=1", nil).json(t, &listed)
 	if listed.NextCursor == nil {
 		t.Fatal("no next_cursor on the first of two pages")
@@ -402,7 +403,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	// The refused requests left their keys free: the same key now works.
 	u1.regular(p.ID, 1, "k1").want(t, http.StatusCreated, "")
-	if r := u1.do("GET", "/api/v1/orders/"+mine.OrderNo, nil); r.want(t, http.StatusOK, "") && r.order(t).key() != mine.key() {
+	if r := u1.do("GET", "/api/v1/orders/"+mine.OrderNo, nil); r.want(t, http.StatusOK, "") && orderKey(r.order(t)) != orderKey(mine) {
 		t.Errorf("GET order: %v, want %+v", r, mine)
 	}
 }
@@ -432,18 +433,14 @@ func TestHealthAuthAndBusy(t *testing.T) {
 
 	// Demo login: a token that works on the user routes, of any instance.
 	r := anon.do("POST", "/api/v1/auth/token", map[string]int{"user_id": 42})
-	var tok struct {
-		Token     string `json:"token"`
-		UserID    int64  `json:"user_id"`
-		ExpiresAt string `json:"expires_at"`
-	}
+	var tok wire.Login
 	r.json(t, &tok)
 	exp, _ := time.Parse(time.RFC3339Nano, tok.ExpiresAt)
 	if tok.UserID != 42 || tok.Token == "" || time.Until(exp) < 23*time.Hour || time.Until(exp) > 25*time.Hour {
 		t.Errorf("token: %v", r)
 	}
 	u42 := client{t, in.base, tok.Token}
-	var page pageJSON[orderJSON]
+	var page wire.Page[wire.Order]
 	u42.do("GET", "/api/v1/orders", nil).json(t, &page)
 	if len(page.Items) != 0 || page.NextCursor != nil {
 		t.Errorf("new user's orders: %+v", page)
@@ -454,9 +451,7 @@ func TestHealthAuthAndBusy(t *testing.T) {
 	p := admin.createProduct("busy", 100, 10)
 	pending := u.regular(p.ID, 1, "before").order(t)
 	formTok := u.do("POST", "/api/v1/form-tokens", nil)
-	var ft struct {
-		Token string `json:"token"`
-	}
+	var ft wire.FormToken
 	formTok.json(t, &ft)
 	locks := lockx.New(b.rdb, lockx.Options{Prefix: b.prefix + "lock:"})
 	defer locks.Close()
@@ -677,7 +672,7 @@ func TestIdempotencyKeys(t *testing.T) {
 		o := first.order(t)
 		b.forgetRedis(t)
 		r := u5.regular(p.ID, 1, "lost-1")
-		if r.want(t, http.StatusOK, "") && (!r.replayed() || r.order(t).key() != o.key() || r.header.Get("Location") != first.header.Get("Location")) {
+		if r.want(t, http.StatusOK, "") && (!r.replayed() || orderKey(r.order(t)) != orderKey(o) || r.header.Get("Location") != first.header.Get("Location")) {
 			t.Errorf("retry after Redis forgot: %v (replayed %v), want order %s", r, r.replayed(), o.OrderNo)
 		}
 		b.forgetRedis(t)
@@ -741,10 +736,7 @@ func TestOrders(t *testing.T) {
 	t.Run("form tokens", func(t *testing.T) {
 		issue := func(c client) string {
 			r := c.do("POST", "/api/v1/form-tokens", nil)
-			var ft struct {
-				Token     string `json:"token"`
-				ExpiresAt string `json:"expires_at"`
-			}
+			var ft wire.FormToken
 			r.json(t, &ft)
 			exp, _ := time.Parse(time.RFC3339Nano, ft.ExpiresAt)
 			if r.status != http.StatusCreated || ft.Token == "" || time.Until(exp) < 4*time.Minute || time.Until(exp) > 6*time.Minute {
@@ -782,7 +774,7 @@ func TestOrders(t *testing.T) {
 			t.Fatalf("cancel: %v", first)
 		}
 		again := u3.do("POST", "/api/v1/orders/"+o.OrderNo+"/cancel", raw(`{}`))
-		if again.status != http.StatusOK || again.order(t).key() != c.key() {
+		if again.status != http.StatusOK || orderKey(again.order(t)) != orderKey(c) {
 			t.Errorf("cancel again: %v, want %s", again, first.body)
 		}
 		if s := b.stock(t, p.ID); s != stock {
@@ -851,13 +843,13 @@ func TestOrders(t *testing.T) {
 			want = append(want, u9.regular(p.ID, 1, "page-"+id(int64(i))).order(t).OrderNo)
 		}
 		u2.regular(p.ID, 1, "not-mine").want(t, http.StatusCreated, "")
-		var got []orderJSON
+		var got []wire.Order
 		path := "/api/v1/orders?limit=2"
 		for pages := 0; ; pages++ {
 			if pages == 5 {
 				t.Fatal("more pages than orders")
 			}
-			var pg pageJSON[orderJSON]
+			var pg wire.Page[wire.Order]
 			u9.do("GET", path, nil).json(t, &pg)
 			got = append(got, pg.Items...)
 			if pg.NextCursor == nil {
@@ -883,7 +875,7 @@ func TestOrders(t *testing.T) {
 		if !slices.Equal(nos, want) {
 			t.Errorf("pages listed %v, want %v", nos, want)
 		}
-		var all pageJSON[orderJSON]
+		var all wire.Page[wire.Order]
 		u9.do("GET", "/api/v1/orders?limit=5", nil).json(t, &all)
 		if len(all.Items) != 5 || all.NextCursor != nil {
 			t.Errorf("limit 5 of 5: %d items, next %v", len(all.Items), all.NextCursor)
@@ -898,7 +890,7 @@ func TestOrders(t *testing.T) {
 			if pages == 50 {
 				t.Fatal("too many product pages")
 			}
-			var pg pageJSON[productJSON]
+			var pg wire.Page[wire.Product]
 			in.anon(t).do("GET", path, nil).json(t, &pg)
 			for _, x := range pg.Items {
 				ids = append(ids, x.ID)
@@ -911,7 +903,7 @@ func TestOrders(t *testing.T) {
 		if int64(len(ids)) != b.count(t, "SELECT COUNT(*) FROM products") || !slices.IsSorted(ids) {
 			t.Errorf("product pages: %v", ids)
 		}
-		var dflt pageJSON[productJSON]
+		var dflt wire.Page[wire.Product]
 		in.anon(t).do("GET", "/api/v1/products", nil).json(t, &dflt)
 		if len(dflt.Items) != len(ids) || dflt.NextCursor != nil {
 			t.Errorf("default page: %d items, next %v", len(dflt.Items), dflt.NextCursor)

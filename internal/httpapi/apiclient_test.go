@@ -24,6 +24,7 @@ import (
 
 	"github.com/seckill-lab/shop/internal/app"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // The API tests start the real server through app.Run, as the binary does,
@@ -312,18 +313,8 @@ func (r reply) json(t *testing.T, v any) {
 	}
 }
 
-type problem struct {
-	Type     string            `json:"type"`
-	Title    string            `json:"title"`
-	Status   int               `json:"status"`
-	Detail   string            `json:"detail"`
-	Code     string            `json:"code"`
-	Instance string            `json:"instance"`
-	Errors   map[string]string `json:"errors"`
-}
-
-func (r reply) problem() problem {
-	var p problem
+func (r reply) problem() wire.Problem {
+	var p wire.Problem
 	_ = json.Unmarshal(r.body, &p)
 	return p
 }
@@ -343,54 +334,28 @@ func (r reply) want(t *testing.T, status int, code string) bool {
 	return true
 }
 
-type productJSON struct {
-	ID         int64  `json:"id"`
-	Name       string `json:"name"`
-	PriceCents int64  `json:"price_cents"`
-	Stock      int64  `json:"stock"`
-	CreatedAt  string `json:"created_at"`
-}
-
-type orderJSON struct {
-	OrderNo     string  `json:"order_no"`
-	UserID      int64   `json:"user_id"`
-	ProductID   int64   `json:"product_id"`
-	Quantity    int64   `json:"quantity"`
-	AmountCents int64   `json:"amount_cents"`
-	Status      string  `json:"status"`
-	Kind        string  `json:"kind"`
-	CreatedAt   string  `json:"created_at"`
-	PaidAt      *string `json:"paid_at"`
-	CancelledAt *string `json:"cancelled_at"`
-}
-
-// key compares orders by value (the time fields are pointers).
-func (o orderJSON) key() string {
+// orderKey compares orders by value (the time fields are pointers).
+func orderKey(o wire.Order) string {
 	b, _ := json.Marshal(o)
 	return string(b)
 }
 
-type pageJSON[T any] struct {
-	Items      []T     `json:"items"`
-	NextCursor *string `json:"next_cursor"`
-}
-
-func (r reply) order(t *testing.T) orderJSON {
+func (r reply) order(t *testing.T) wire.Order {
 	t.Helper()
-	var o orderJSON
+	var o wire.Order
 	r.json(t, &o)
 	return o
 }
 
-func (r reply) product(t *testing.T) productJSON {
+func (r reply) product(t *testing.T) wire.Product {
 	t.Helper()
-	var p productJSON
+	var p wire.Product
 	r.json(t, &p)
 	return p
 }
 
 // createProduct makes a product through the admin API.
-func (c client) createProduct(name string, price, stock int64) productJSON {
+func (c client) createProduct(name string, price, stock int64) wire.Product {
 	c.t.Helper()
 	r := c.do("POST", "/api/v1/admin/products", map[string]any{"name": name, "price_cents": price, "stock": stock})
 	if !r.want(c.t, http.StatusCreated, "") {

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/order"
 	"github.com/seckill-lab/shop/internal/payment"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // maxID keeps ids safe in JavaScript (docs/api.md: below 2^53).
@@ -97,7 +98,7 @@ func (a *api) issueToken(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, gin.H{"token": tok, "user_id": *req.UserID, "expires_at": ts(exp)})
+	writeJSON(c, http.StatusOK, wire.Login{ExpiresAt: ts(exp), Token: tok, UserID: *req.UserID})
 }
 
 // --- products ---
@@ -180,7 +181,7 @@ func (a *api) listProducts(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	out := page[productView]{Items: []productView{}}
+	out := wire.Page[wire.Product]{Items: []wire.Product{}}
 	for i, p := range ps {
 		if i == limit {
 			next := a.cursors.sign("p:" + strconv.FormatInt(ps[i-1].ID, 10))
@@ -355,7 +356,7 @@ func (a *api) listOrders(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	out := page[orderView]{Items: []orderView{}}
+	out := wire.Page[wire.Order]{Items: []wire.Order{}}
 	for i, o := range os {
 		if i == limit {
 			last := os[i-1]
@@ -415,7 +416,7 @@ func (a *api) issueFormToken(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	writeJSON(c, http.StatusCreated, gin.H{"token": tok, "expires_at": ts(exp.UTC())})
+	writeJSON(c, http.StatusCreated, wire.FormToken{ExpiresAt: ts(exp.UTC()), Token: tok})
 }
 
 // --- audit ---

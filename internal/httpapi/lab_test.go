@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-lab/shop/internal/app"
 	"github.com/seckill-lab/shop/internal/audit"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 const labAdminToken = "lab-test-admin-token-0123456789"
@@ -125,9 +126,7 @@ func labCall(t *testing.T, method, url, token, body string) labAnswer {
 }
 
 func (a labAnswer) code() string {
-	var p struct {
-		Code string `json:"code"`
-	}
+	var p wire.Problem
 	_ = json.Unmarshal(a.body, &p)
 	return p.Code
 }
@@ -245,9 +244,7 @@ func TestLabRace(t *testing.T) {
 	races := base + "/api/v1/admin/lab/races"
 
 	tok := labCall(t, http.MethodPost, base+"/api/v1/auth/token", "", `{"user_id": 7}`)
-	var user struct {
-		Token string `json:"token"`
-	}
+	var user wire.Login
 	if err := json.Unmarshal(tok.body, &user); tok.status != http.StatusOK || err != nil {
 		t.Fatalf("demo login: %d %s", tok.status, tok.body)
 	}
@@ -288,10 +285,7 @@ func TestLabRace(t *testing.T) {
 			{`{"buyers": 10, "product_id": 1, "strategies": ["naive"]}`, "strategies"},
 		} {
 			a := labCall(t, http.MethodPost, races, labAdminToken, tc.body)
-			var p struct {
-				Code   string            `json:"code"`
-				Errors map[string]string `json:"errors"`
-			}
+			var p wire.Problem
 			_ = json.Unmarshal(a.body, &p)
 			if a.status != http.StatusBadRequest || p.Code != "invalid_request" || p.Errors[tc.field] == "" {
 				t.Errorf("%s: %d %s, want 400 invalid_request on %s", tc.body, a.status, a.body, tc.field)

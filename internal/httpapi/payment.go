@@ -8,17 +8,13 @@ import (
 
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/payment"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // --- wallet and payment ---
 
-type walletView struct {
-	UserID       int64 `json:"user_id"`
-	BalanceCents int64 `json:"balance_cents"`
-}
-
-func walletOf(w payment.Wallet) walletView {
-	return walletView{UserID: w.UserID, BalanceCents: w.BalanceCents}
+func walletOf(w payment.Wallet) wire.Wallet {
+	return wire.Wallet{UserID: w.UserID, BalanceCents: w.BalanceCents}
 }
 
 func (a *api) getWallet(c *gin.Context) {

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill-lab/shop/internal/app"
 	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 const payAdmin = "pay-test-admin-token-0123456789"
@@ -144,9 +145,7 @@ type payReply struct {
 }
 
 func (r payReply) code() string {
-	var p struct {
-		Code string `json:"code"`
-	}
+	var p wire.Problem
 	_ = json.Unmarshal(r.body, &p)
 	return p.Code
 }
@@ -195,23 +194,21 @@ func (s *payShop) must(r payReply, status int) payReply {
 
 func (s *payShop) token(user int64) string {
 	s.t.Helper()
-	var v struct{ Token string }
+	var v wire.Login
 	s.must(s.do("POST", "/api/v1/auth/token", "", "", fmt.Sprintf(`{"user_id": %d}`, user)), 200).decode(s.t, &v)
 	return v.Token
 }
 
 func (s *payShop) product(price, stock int64) int64 {
 	s.t.Helper()
-	var v struct{ ID int64 }
+	var v wire.Product
 	s.must(s.do("POST", "/api/v1/admin/products", payAdmin, "", fmt.Sprintf(`{"name": "w", "price_cents": %d, "stock": %d}`, price, stock)), 201).decode(s.t, &v)
 	return v.ID
 }
 
 func (s *payShop) order(tok string, product int64) string {
 	s.t.Helper()
-	var v struct {
-		OrderNo string `json:"order_no"`
-	}
+	var v wire.Order
 	s.must(s.do("POST", "/api/v1/orders", tok, "o-"+testenv.Random(6), fmt.Sprintf(`{"product_id": %d, "quantity": 1}`, product)), 201).decode(s.t, &v)
 	return v.OrderNo
 }
@@ -228,11 +225,9 @@ func (s *payShop) pay(tok, orderNo, key string) payReply {
 
 func (s *payShop) balance(tok string) int64 {
 	s.t.Helper()
-	var v struct {
-		Balance int64 `json:"balance_cents"`
-	}
+	var v wire.Wallet
 	s.must(s.do("GET", "/api/v1/wallet", tok, "", ""), 200).decode(s.t, &v)
-	return v.Balance
+	return v.BalanceCents
 }
 
 func (s *payShop) count(q string, args ...any) int64 {
@@ -315,12 +310,9 @@ func TestPayAPIDuplicates(t *testing.T) {
 	if fresh != 1 {
 		t.Fatalf("%d replies without Idempotent-Replayed, want 1", fresh)
 	}
-	var o struct {
-		Status string `json:"status"`
-		PaidAt string `json:"paid_at"`
-	}
+	var o wire.Order
 	replies[0].decode(t, &o)
-	if o.Status != "paid" || o.PaidAt == "" {
+	if o.Status != "paid" || o.PaidAt == nil {
 		t.Fatalf("paid order: %s", replies[0].body)
 	}
 	if c := s.count("SELECT COUNT(*) FROM payments WHERE order_no = ?", no); c != 1 {
@@ -343,12 +335,9 @@ func TestPayAPIOutcomes(t *testing.T) {
 	p := s.product(100, 10)
 
 	// A wallet that was never credited reads 0.
-	var w struct {
-		UserID  int64 `json:"user_id"`
-		Balance int64 `json:"balance_cents"`
-	}
+	var w wire.Wallet
 	s.must(s.do("GET", "/api/v1/wallet", tok, "", ""), 200).decode(t, &w)
-	if w.UserID != user || w.Balance != 0 {
+	if w.UserID != user || w.BalanceCents != 0 {
 		t.Fatalf("fresh wallet %+v", w)
 	}
 	s.must(s.do("GET", "/api/v1/wallet", payAdmin, "", ""), 403)

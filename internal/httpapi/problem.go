@@ -24,19 +24,8 @@ import (
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/order"
 	"github.com/seckill-lab/shop/internal/payment"
+	"github.com/seckill-lab/shop/internal/wire"
 )
-
-// Problem is an RFC 9457 problem details body. Code is the stable
-// machine-readable value clients switch on.
-type Problem struct {
-	Type     string            `json:"type"`
-	Title    string            `json:"title"`
-	Status   int               `json:"status"`
-	Detail   string            `json:"detail,omitempty"`
-	Code     string            `json:"code"`
-	Instance string            `json:"instance,omitempty"`
-	Errors   map[string]string `json:"errors,omitempty"`
-}
 
 // codeInfo is one row of docs/api.md's error-code table.
 type codeInfo struct {
@@ -154,7 +143,7 @@ var transientRedisReplies = []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MAST
 
 // problemFor decides the problem for err: an apiError, a mapped domain error,
 // or 500 internal.
-func problemFor(err error) Problem {
+func problemFor(err error) wire.Problem {
 	code, detail := "internal", "an unexpected error occurred"
 	var fields map[string]string
 	var ae *apiError
@@ -172,13 +161,13 @@ func problemFor(err error) Problem {
 		}
 	}
 	info := codes[code]
-	return Problem{Type: "urn:shop:problem:" + code, Title: info.title, Status: info.status, Detail: detail, Code: code, Errors: fields}
+	return wire.Problem{Type: "urn:shop:problem:" + code, Title: info.title, Status: info.status, Detail: detail, Code: code, Errors: fields}
 }
 
 // problemOf is problemFor in a request: its path is the instance, and an
 // error that only says the client went away (its context was cancelled)
 // is not a failure of ours.
-func problemOf(c *gin.Context, err error) Problem {
+func problemOf(c *gin.Context, err error) wire.Problem {
 	p := problemFor(err)
 	if p.Code == "internal" && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
 		p = problemFor(newError("unavailable", "the request was cancelled before it finished"))
@@ -199,7 +188,7 @@ func writeError(c *gin.Context, err error) {
 
 // logFailure logs a 5xx: an unexpected error at ERROR, a dependency that did
 // not answer at WARN; busy and not_ready are expected answers, not logged.
-func logFailure(c *gin.Context, p Problem, err error) {
+func logFailure(c *gin.Context, p wire.Problem, err error) {
 	switch p.Code {
 	case "internal":
 		logger(c).Error("request failed", "err", err)
@@ -212,7 +201,7 @@ func logFailure(c *gin.Context, p Problem, err error) {
 	}
 }
 
-func writeProblem(c *gin.Context, p Problem) {
+func writeProblem(c *gin.Context, p wire.Problem) {
 	if p.Code == "sold_out" {
 		// The answer most buyers of a sale get: the access log keeps it
 		// at debug, or it would bury everything else.

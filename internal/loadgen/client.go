@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // UserAgent names the load generator's requests, so that a shop logs them
@@ -126,9 +127,7 @@ func (c *Client) Do(ctx context.Context, call Call) Answer {
 	a.Header = resp.Header
 	a.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
-		var p struct {
-			Code string `json:"code"`
-		}
+		var p wire.Problem
 		_ = json.Unmarshal(a.Body, &p)
 		a.Code = p.Code
 	}
@@ -151,34 +150,6 @@ func (a Answer) Error(want int) error {
 	return fmt.Errorf("HTTP %d (want %d): %s", a.Status, want, bytes.TrimSpace(b))
 }
 
-// OrderView is the API's order.
-type OrderView struct {
-	OrderNo     string  `json:"order_no"`
-	UserID      int64   `json:"user_id"`
-	ProductID   int64   `json:"product_id"`
-	Quantity    int64   `json:"quantity"`
-	AmountCents int64   `json:"amount_cents"`
-	Status      string  `json:"status"`
-	Kind        string  `json:"kind"`
-	CreatedAt   string  `json:"created_at"`
-	PaidAt      *string `json:"paid_at"`
-	CancelledAt *string `json:"cancelled_at"`
-}
-
-// ProductView is the API's product.
-type ProductView struct {
-	ID         int64  `json:"id"`
-	Name       string `json:"name"`
-	PriceCents int64  `json:"price_cents"`
-	Stock      int64  `json:"stock"`
-}
-
-// WalletView is the API's wallet.
-type WalletView struct {
-	UserID       int64 `json:"user_id"`
-	BalanceCents int64 `json:"balance_cents"`
-}
-
 // simulatedAddr is the client address a simulated buyer logs in from. The
 // demo login is rate limited per client address; a shop that trusts the
 // load generator as a proxy (SHOP_TRUSTED_PROXIES, as the harness's own
@@ -191,9 +162,7 @@ func simulatedAddr(userID int64) string {
 
 // Token logs userID in (demo login) on target.
 func (c *Client) Token(ctx context.Context, target int, userID int64) (string, error) {
-	var out struct {
-		Token string `json:"token"`
-	}
+	var out wire.Login
 	a := c.Do(ctx, Call{Target: target, Method: http.MethodPost, Path: "/api/v1/auth/token", Body: map[string]int64{"user_id": userID},
 		From: simulatedAddr(userID)})
 	if err := a.Error(http.StatusOK); err != nil {
@@ -206,8 +175,8 @@ func (c *Client) Token(ctx context.Context, target int, userID int64) (string, e
 }
 
 // CreateProduct creates a product (admin), retried safely under key.
-func (c *Client) CreateProduct(ctx context.Context, name string, priceCents, stock int64, key string) (ProductView, error) {
-	var p ProductView
+func (c *Client) CreateProduct(ctx context.Context, name string, priceCents, stock int64, key string) (wire.Product, error) {
+	var p wire.Product
 	var a Answer
 	for attempt := 0; attempt < 5; attempt++ {
 		a = c.Do(ctx, Call{Target: attempt, Method: http.MethodPost, Path: "/api/v1/admin/products", Token: c.AdminToken, Key: key,
@@ -225,8 +194,8 @@ func (c *Client) CreateProduct(ctx context.Context, name string, priceCents, sto
 }
 
 // Order reads the order no as its owner (token).
-func (c *Client) Order(ctx context.Context, target int, token, no string) (OrderView, bool, error) {
-	var o OrderView
+func (c *Client) Order(ctx context.Context, target int, token, no string) (wire.Order, bool, error) {
+	var o wire.Order
 	a := c.Do(ctx, Call{Target: target, Method: http.MethodGet, Path: "/api/v1/orders/" + no, Token: token})
 	if a.Status == http.StatusNotFound {
 		return o, false, nil
@@ -238,8 +207,8 @@ func (c *Client) Order(ctx context.Context, target int, token, no string) (Order
 }
 
 // Wallet reads the wallet of the token's user.
-func (c *Client) Wallet(ctx context.Context, target int, token string) (WalletView, error) {
-	var w WalletView
+func (c *Client) Wallet(ctx context.Context, target int, token string) (wire.Wallet, error) {
+	var w wire.Wallet
 	a := c.Do(ctx, Call{Target: target, Method: http.MethodGet, Path: "/api/v1/wallet", Token: token})
 	if err := a.Error(http.StatusOK); err != nil {
 		return w, err

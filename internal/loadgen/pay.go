@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // PayConfig is one payment run: every buyer gets a seckill order and pays it
@@ -297,12 +299,12 @@ func moneyRecord(op string, b Buyer, call Call, a Answer, amount int64, attempt 
 	}
 	switch op {
 	case OpCredit:
-		var w WalletView
+		var w wire.Wallet
 		if json.Unmarshal(a.Body, &w) == nil {
 			r.Balance = w.BalanceCents
 		}
 	case OpPay:
-		var o OrderView
+		var o wire.Order
 		if json.Unmarshal(a.Body, &o) == nil {
 			r.PaidOrderNo = o.OrderNo
 			r.OrderQuantity, r.OrderUserID, r.OrderProduct = o.Quantity, o.UserID, o.ProductID

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // Config is one race: Users buyers, each sending Attempts seckill (or
@@ -441,7 +443,7 @@ func recordOf(b Buyer, call Call, a Answer, attempt int) Record {
 		r.Status = 0
 	}
 	if r.OK() {
-		var o OrderView
+		var o wire.Order
 		if err := json.Unmarshal(a.Body, &o); err == nil {
 			r.OrderNo, r.OrderQuantity, r.OrderUserID, r.OrderProduct = o.OrderNo, o.Quantity, o.UserID, o.ProductID
 			r.OrderStatus, r.AmountCents = o.Status, o.AmountCents
