@@ -54,94 +54,121 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 	if o.Wait == 0 || ctx.Err() != nil {
 		return nil, giveUp(cfg, k, start, ctx, err, false)
 	}
-	lastErr := err // latest transport error not caused by the wait deadline
+	w := &waitLoop{ctx: ctx, e: e, cfg: cfg, k: k, token: token, ttl: ttl, o: o, start: start, lastErr: err}
+	return w.run(a, err)
+}
 
-	// Wait: register for release messages first, then try again once the
-	// subscription is live, so that no release between our failed attempt and
-	// the subscription goes unseen.
-	waitCtx, cancel := ctx, context.CancelFunc(func() {})
-	if o.Wait > 0 {
-		waitCtx, cancel = context.WithTimeout(ctx, o.Wait)
+// waitLoop is Acquire's wait for a lock that was held at the first attempt:
+// it registers for release messages first and then tries again once the
+// subscription is live, so that no release between the failed attempt and
+// the subscription goes unseen; between releases it retries with backoff.
+// Attempts run in their own goroutine so that Acquire returns as soon as ctx
+// ends or the wait is over, even with Redis slow to answer; an attempt left
+// behind releases whatever it obtained.
+type waitLoop struct {
+	ctx     context.Context // the caller's: the hold, once obtained, lives under it
+	waitCtx context.Context // ctx bounded by o.Wait: bounds the attempts
+	e       engine
+	cfg     *config
+	k       keySet
+	token   string
+	ttl     time.Duration
+	o       AcquireOptions
+	start   time.Time
+	lastErr error // latest transport error not caused by the wait deadline
+
+	results  chan attemptResult
+	inFlight bool // an attempt is running
+	again    bool // a wake-up came during it: go again as soon as it is back
+	retries  int
+}
+
+type attemptResult struct {
+	l   *Lock
+	a   attempt
+	err error
+}
+
+// run waits, first for the backoff after the first attempt (a, err).
+func (w *waitLoop) run(a attempt, err error) (*Lock, error) {
+	waitCtx, cancel := w.ctx, context.CancelFunc(func() {})
+	if w.o.Wait > 0 {
+		waitCtx, cancel = context.WithTimeout(w.ctx, w.o.Wait)
 	}
 	defer cancel()
-	w := &waiter{notify: make(chan struct{}, 1)}
-	ready, unwatch := e.watch(k, w)
+	w.waitCtx = waitCtx
+	wk := &waiter{notify: make(chan struct{}, 1)}
+	ready, unwatch := w.e.watch(w.k, wk)
 	obtained := false
 	defer func() { unwatch(obtained) }()
 
-	bo := backoff{min: cfg.minBackoff, max: cfg.maxBackoff}
+	bo := backoff{min: w.cfg.minBackoff, max: w.cfg.maxBackoff}
 	retry := time.NewTimer(bo.after(a, err))
 	defer retry.Stop()
-	retries := 0
-	defer func() {
-		cfg.m.waited(start, retries)
-	}()
-	// Attempts run in their own goroutine so that Acquire returns as soon as
-	// ctx ends or the wait is over, even with Redis slow to answer; an attempt
-	// left behind releases whatever it obtained.
-	type result struct {
-		l   *Lock
-		a   attempt
-		err error
-	}
-	results := make(chan result, 1)
-	inFlight, again := false, false
-	abandon := func() {
-		if !inFlight {
-			return
-		}
-		go func() {
-			if r := <-results; r.l != nil {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-				defer cancel()
-				_ = r.l.Release(rctx)
-			}
-		}()
-	}
+	defer func() { w.cfg.m.waited(w.start, w.retries) }()
+	w.results = make(chan attemptResult, 1)
 	for {
 		select {
 		case <-waitCtx.Done():
-			abandon()
-			return nil, giveUp(cfg, k, start, ctx, lastErr, true)
-		case <-e.done():
-			abandon()
-			cfg.m.acquired(resultError, start)
+			w.abandon()
+			return nil, giveUp(w.cfg, w.k, w.start, w.ctx, w.lastErr, true)
+		case <-w.e.done():
+			w.abandon()
+			w.cfg.m.acquired(resultError, w.start)
 			return nil, ErrClosed
 		case <-ready:
 			ready = nil
-		case <-w.notify:
+		case <-wk.notify:
 		case <-retry.C:
-		case r := <-results:
-			inFlight = false
+		case r := <-w.results:
+			w.inFlight = false
 			if r.l != nil {
 				obtained = true
-				cfg.m.acquired(resultObtained, start)
+				w.cfg.m.acquired(resultObtained, w.start)
 				return r.l, nil
 			}
 			if r.err == nil || waitCtx.Err() == nil {
-				lastErr = r.err
+				w.lastErr = r.err
 			}
-			if !again {
+			if !w.again {
 				retry.Reset(bo.after(r.a, r.err))
 				continue
 			}
 		}
-		if inFlight {
+		if w.inFlight {
 			// A wake-up during an attempt: the attempt may predate the
 			// release, so go again as soon as it is back.
-			again = true
+			w.again = true
 			continue
 		}
-		again = false
-		retries++
-		inFlight = true
-		// The attempt is bounded by the wait; the hold, once obtained, lives
-		// under ctx (waitCtx is cancelled when Acquire returns).
-		go func() {
-			l, a, err := tryOnce(waitCtx, ctx, e, k, token, ttl, o, time.Now())
-			results <- result{l, a, err}
-		}()
+		w.attempt()
 	}
+}
+
+// attempt starts one attempt. It is bounded by the wait; the hold, once
+// obtained, lives under ctx (waitCtx is cancelled when Acquire returns).
+func (w *waitLoop) attempt() {
+	w.again = false
+	w.retries++
+	w.inFlight = true
+	go func() {
+		l, a, err := tryOnce(w.waitCtx, w.ctx, w.e, w.k, w.token, w.ttl, w.o, time.Now())
+		w.results <- attemptResult{l, a, err}
+	}()
+}
+
+// abandon leaves a running attempt behind: whatever it obtains is released.
+func (w *waitLoop) abandon() {
+	if !w.inFlight {
+		return
+	}
+	go func() {
+		if r := <-w.results; r.l != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), cleanupTimeout)
+			defer cancel()
+			_ = r.l.Release(rctx)
+		}
+	}()
 }
 
 // tryOnce runs one attempt. A hold obtained while the caller's ctx ended, or
