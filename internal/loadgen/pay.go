@@ -76,6 +76,36 @@ const payPrice = 990
 // Pay runs the payment scenario and returns every client record (credits,
 // orders and payments) and the wallets as read at the end.
 func Pay(ctx context.Context, cfg PayConfig) (PayResult, error) {
+	r, err := planPay(ctx, cfg)
+	if err != nil {
+		return r.out, err
+	}
+	stop := progress(r.rec, cfg.Progress, r.rc.ProgressEvery)
+	r.out.Started = time.Now()
+	r.credit(ctx)
+	lastOrder := r.orderAndPay(ctx)
+	r.settle(ctx, lastOrder)
+	r.payCancelled(ctx)
+	r.readWallets(ctx)
+	r.out.Ended = time.Now()
+	stop()
+	r.record()
+	return r.out, ctx.Err()
+}
+
+// payRun is one run of the payment scenario: its settings, client and
+// recorder, and the result it fills in.
+type payRun struct {
+	cfg PayConfig
+	rc  Config
+	c   *Client
+	rec *Recorder
+	out PayResult
+}
+
+// planPay fills in the defaults, creates the product (one unit per buyer),
+// plans the buyers and their groups and logs them in.
+func planPay(ctx context.Context, cfg PayConfig) (*payRun, error) {
 	if cfg.Buyers <= 0 {
 		cfg.Buyers = 500
 	}
@@ -91,55 +121,61 @@ func Pay(ctx context.Context, cfg PayConfig) (PayResult, error) {
 	if cfg.TinyTimeout <= 0 {
 		cfg.TinyTimeout = 3 * time.Millisecond
 	}
-	rc := Config{BaseURLs: cfg.BaseURLs, AdminToken: cfg.AdminToken, Users: cfg.Buyers, Stock: int64(cfg.Buyers),
+	r := &payRun{cfg: cfg, rc: Config{BaseURLs: cfg.BaseURLs, AdminToken: cfg.AdminToken, Users: cfg.Buyers, Stock: int64(cfg.Buyers),
 		UserIDBase: cfg.UserIDBase, Concurrency: cfg.Concurrency, Timeout: cfg.Timeout, RunID: cfg.RunID,
 		Failover: true, Client: cfg.Client, ProgressEvery: cfg.ProgressEvery,
 		// Every buyer should get its order, so payments have something to
 		// race: a buyer answered busy keeps trying for a while.
-		MaxResends: 10}
-	if err := rc.defaults(); err != nil {
-		return PayResult{}, err
+		MaxResends: 10}}
+	if err := r.rc.defaults(); err != nil {
+		return r, err
 	}
-	c := rc.Client
-	out := PayResult{Result: Result{RunID: rc.RunID, Stock: rc.Stock, Created: map[int64]int{}}, Groups: map[int64]string{}, Wallets: map[int64]int64{}}
-	p, err := c.CreateProduct(ctx, "pay "+rc.RunID, payPrice, rc.Stock, "lt-pay-product-"+rc.RunID)
+	rc := &r.rc
+	r.c = rc.Client
+	r.out = PayResult{Result: Result{RunID: rc.RunID, Stock: rc.Stock, Created: map[int64]int{}}, Groups: map[int64]string{}, Wallets: map[int64]int64{}}
+	p, err := r.c.CreateProduct(ctx, "pay "+rc.RunID, payPrice, rc.Stock, "lt-pay-product-"+rc.RunID)
 	if err != nil {
-		return out, err
+		return r, err
 	}
-	out.ProductID = p.ID
-	out.Buyers = planBuyers(rc, p.ID, nil, 0)
-	for i, b := range out.Buyers {
-		out.Groups[b.UserID] = payGroup(i)
+	r.out.ProductID = p.ID
+	r.out.Buyers = planBuyers(*rc, p.ID, nil, 0)
+	for i, b := range r.out.Buyers {
+		r.out.Groups[b.UserID] = payGroup(i)
 	}
-	if err := login(ctx, c, out.Buyers, rc.Concurrency); err != nil {
-		return out, err
+	if err := login(ctx, r.c, r.out.Buyers, rc.Concurrency); err != nil {
+		return r, err
 	}
+	r.rec = NewRecorder(cfg.Buyers * 5)
+	return r, nil
+}
 
-	rec := NewRecorder(cfg.Buyers * 5)
-	stop := progress(rec, cfg.Progress, rc.ProgressEvery)
-	out.Started = time.Now()
-	// Credits first, each sent twice at once with one key to two instances.
-	pool(ctx, len(out.Buyers), rc.Concurrency, 0, func(i int) {
-		b := out.Buyers[i]
+// credit credits every wallet, each credit sent twice at once with one key
+// to two instances; the broke group gets one cent less than the price.
+func (r *payRun) credit(ctx context.Context) {
+	pool(ctx, len(r.out.Buyers), r.rc.Concurrency, 0, func(i int) {
+		b := r.out.Buyers[i]
 		amount := int64(payPrice * 3)
 		if payGroup(i) == GroupBroke {
 			amount = payPrice - 1
 		}
-		key := "lt-credit-" + rc.RunID + "-" + strconv.FormatInt(b.UserID, 10)
+		key := "lt-credit-" + r.rc.RunID + "-" + strconv.FormatInt(b.UserID, 10)
 		call := Call{Method: http.MethodPost, Path: "/api/v1/admin/wallets/" + strconv.FormatInt(b.UserID, 10) + "/credit",
-			Token: c.AdminToken, Key: key, Body: map[string]int64{"amount_cents": amount}, Timeout: rc.Timeout}
-		ps := payer{c: c, rec: rec, b: b, target: i, resends: 5}
+			Token: r.c.AdminToken, Key: key, Body: map[string]int64{"amount_cents": amount}, Timeout: r.rc.Timeout}
+		ps := payer{c: r.c, rec: r.rec, b: b, target: i, resends: 5}
 		ps.parallel(ctx, OpCredit, call, amount, 2)
 	})
+}
 
+// orderAndPay has every buyer order, then pay as its group does; it
+// returns when the last order was answered.
+func (r *payRun) orderAndPay(ctx context.Context) (lastOrder time.Time) {
 	var late sync.WaitGroup
-	var lastOrder time.Time
 	var mu sync.Mutex
-	pool(ctx, len(out.Buyers), rc.Concurrency, 0, func(i int) {
-		b := out.Buyers[i]
-		s := sender{c: c, cfg: &rc, rec: rec, b: b, target: i}
-		s.send(ctx, 0, rc.Timeout)
-		o, at, ok := rec.orderOf(b.UserID)
+	pool(ctx, len(r.out.Buyers), r.rc.Concurrency, 0, func(i int) {
+		b := r.out.Buyers[i]
+		s := sender{c: r.c, cfg: &r.rc, rec: r.rec, b: b, target: i}
+		s.send(ctx, 0, r.rc.Timeout)
+		o, at, ok := r.rec.orderOf(b.UserID)
 		if !ok {
 			return
 		}
@@ -148,87 +184,107 @@ func Pay(ctx context.Context, cfg PayConfig) (PayResult, error) {
 			lastOrder = at
 		}
 		mu.Unlock()
-		ps := payer{c: c, rec: rec, b: b, target: i, resends: 3}
-		key := func(n int) string { return "lt-pay-" + rc.RunID + "-" + o + "-" + strconv.Itoa(n) }
-		call := func(k string, timeout time.Duration) Call {
-			return Call{Method: http.MethodPost, Path: "/api/v1/orders/" + o + "/pay", Token: b.Token, Key: k, Timeout: timeout}
-		}
-		switch payGroup(i) {
-		case GroupDuplicate:
-			ps.parallel(ctx, OpPay, call(key(1), rc.Timeout), 0, 3)
-			sleep(ctx, 50*time.Millisecond)
-			ps.once(ctx, OpPay, call(key(1), rc.Timeout), 0)
-		case GroupRetry:
-			ps.single(ctx, OpPay, call(key(1), cfg.TinyTimeout), 0, 0)
-			sleep(ctx, 50*time.Millisecond)
-			ps.once(ctx, OpPay, call(key(1), rc.Timeout), 0)
-			ps.once(ctx, OpPay, call(key(2), rc.Timeout), 0)
-		case GroupLate:
-			// Aim around the timeout, from half a second before it to 2.5s
-			// after (the sweeper may be held up by the product lock under
-			// load): some pay before the sweeper, some race it, some come
-			// after it and must be refused.
-			due := at.Add(cfg.PaymentTimeout + time.Duration((i*37)%31-5)*100*time.Millisecond)
-			late.Go(func() {
-				sleep(ctx, time.Until(due))
-				ps.parallel(ctx, OpPay, call(key(1), rc.Timeout), 0, 2)
-			})
-		case GroupBroke:
-			ps.once(ctx, OpPay, call(key(1), rc.Timeout), 0)
-			ps.once(ctx, OpPay, call(key(1), rc.Timeout), 0)
-		}
+		r.payAsGroup(ctx, i, o, at, &late)
 	})
 	late.Wait()
+	return lastOrder
+}
 
-	// Let the sweeper settle every order left pending, then read the
-	// orders (as their owners) until none is pending or the wait is over.
+// payAsGroup pays buyer i's order o (answered at at) the way its group
+// does; the late group's pays run on late.
+func (r *payRun) payAsGroup(ctx context.Context, i int, o string, at time.Time, late *sync.WaitGroup) {
+	b := r.out.Buyers[i]
+	ps := payer{c: r.c, rec: r.rec, b: b, target: i, resends: 3}
+	key := func(n int) string { return "lt-pay-" + r.rc.RunID + "-" + o + "-" + strconv.Itoa(n) }
+	call := func(k string, timeout time.Duration) Call {
+		return Call{Method: http.MethodPost, Path: "/api/v1/orders/" + o + "/pay", Token: b.Token, Key: k, Timeout: timeout}
+	}
+	timeout := r.rc.Timeout
+	switch payGroup(i) {
+	case GroupDuplicate:
+		ps.parallel(ctx, OpPay, call(key(1), timeout), 0, 3)
+		sleep(ctx, 50*time.Millisecond)
+		ps.once(ctx, OpPay, call(key(1), timeout), 0)
+	case GroupRetry:
+		ps.single(ctx, OpPay, call(key(1), r.cfg.TinyTimeout), 0, 0)
+		sleep(ctx, 50*time.Millisecond)
+		ps.once(ctx, OpPay, call(key(1), timeout), 0)
+		ps.once(ctx, OpPay, call(key(2), timeout), 0)
+	case GroupLate:
+		// Aim around the timeout, from half a second before it to 2.5s
+		// after (the sweeper may be held up by the product lock under
+		// load): some pay before the sweeper, some race it, some come
+		// after it and must be refused.
+		due := at.Add(r.cfg.PaymentTimeout + time.Duration((i*37)%31-5)*100*time.Millisecond)
+		late.Go(func() {
+			sleep(ctx, time.Until(due))
+			ps.parallel(ctx, OpPay, call(key(1), timeout), 0, 2)
+		})
+	case GroupBroke:
+		ps.once(ctx, OpPay, call(key(1), timeout), 0)
+		ps.once(ctx, OpPay, call(key(1), timeout), 0)
+	}
+}
+
+// settle lets the sweeper settle every order left pending, then reads the
+// orders (as their owners) until none is pending or the wait is over.
+func (r *payRun) settle(ctx context.Context, lastOrder time.Time) {
+	cfg := r.cfg
 	settle := lastOrder.Add(cfg.PaymentTimeout + 3*cfg.SweepInterval + 500*time.Millisecond)
 	sleep(ctx, time.Until(settle))
 	deadline := time.Now().Add(cfg.PaymentTimeout + 20*cfg.SweepInterval + 10*time.Second)
 	for {
 		pending := 0
-		for _, b := range out.Buyers {
-			no, _, ok := rec.orderOf(b.UserID)
+		for _, b := range r.out.Buyers {
+			no, _, ok := r.rec.orderOf(b.UserID)
 			if !ok {
 				continue
 			}
-			if o, found, err := c.Order(ctx, int(b.UserID), b.Token, no); err == nil && found && o.Status == "pending" {
+			if o, found, err := r.c.Order(ctx, int(b.UserID), b.Token, no); err == nil && found && o.Status == "pending" {
 				pending++
 			}
 		}
-		out.Unsettled = pending
+		r.out.Unsettled = pending
 		if pending == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			break
+			return
 		}
 		sleep(ctx, cfg.SweepInterval*2)
 	}
-	// The buyers who never paid now pay their swept order: it is cancelled,
-	// so the answer must be 409 invalid_state, and nothing is charged.
-	pool(ctx, len(out.Buyers), rc.Concurrency, 0, func(i int) {
-		b := out.Buyers[i]
-		no, _, ok := rec.orderOf(b.UserID)
+}
+
+// payCancelled: the buyers who never paid now pay their swept order. It is
+// cancelled, so the answer must be 409 invalid_state, and nothing is charged.
+func (r *payRun) payCancelled(ctx context.Context) {
+	pool(ctx, len(r.out.Buyers), r.rc.Concurrency, 0, func(i int) {
+		b := r.out.Buyers[i]
+		no, _, ok := r.rec.orderOf(b.UserID)
 		if payGroup(i) != GroupNever || !ok {
 			return
 		}
-		ps := payer{c: c, rec: rec, b: b, target: i, resends: 3}
+		ps := payer{c: r.c, rec: r.rec, b: b, target: i, resends: 3}
 		ps.once(ctx, OpPay, Call{Method: http.MethodPost, Path: "/api/v1/orders/" + no + "/pay", Token: b.Token,
-			Key: "lt-pay-" + rc.RunID + "-" + no + "-late", Timeout: rc.Timeout}, 0)
+			Key: "lt-pay-" + r.rc.RunID + "-" + no + "-late", Timeout: r.rc.Timeout}, 0)
 	})
-	for _, b := range out.Buyers {
-		if w, err := c.Wallet(ctx, int(b.UserID), b.Token); err == nil {
-			out.Wallets[b.UserID] = w.BalanceCents
+}
+
+// readWallets reads every buyer's balance as that buyer.
+func (r *payRun) readWallets(ctx context.Context) {
+	for _, b := range r.out.Buyers {
+		if w, err := r.c.Wallet(ctx, int(b.UserID), b.Token); err == nil {
+			r.out.Wallets[b.UserID] = w.BalanceCents
 		}
 	}
-	out.Ended = time.Now()
-	stop()
-	out.Records = rec.Records()
-	out.Summary = Summarize(out.Records)
-	for _, r := range out.Records {
-		if r.Status == http.StatusCreated && (r.Op == OpSeckill || r.Op == OpOrder) {
-			out.Created[r.ProductID]++
+}
+
+// record puts the client records and their summary into the result.
+func (r *payRun) record() {
+	r.out.Records = r.rec.Records()
+	r.out.Summary = Summarize(r.out.Records)
+	for _, rec := range r.out.Records {
+		if rec.Status == http.StatusCreated && (rec.Op == OpSeckill || rec.Op == OpOrder) {
+			r.out.Created[rec.ProductID]++
 		}
 	}
-	return out, ctx.Err()
 }
 
 // orderOf returns the order number the user's order requests were answered
