@@ -253,87 +253,11 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 	cfg.Timeout = min(h.o.timeout, 5*time.Second)
 
 	s := e.sample(ctx)
-	var faults []fault
-	var mu sync.Mutex
 	loadStart := make(chan time.Time, 1)
-	faultsDone := make(chan struct{})
-	go func() {
-		defer close(faultsDone)
-		var t0 time.Time
-		select {
-		case t0 = <-loadStart:
-		case <-ctx.Done():
-			return
-		}
-		at := func(frac float64) bool {
-			sleep(ctx, time.Until(t0.Add(time.Duration(frac*float64(h.o.chaosDuration)))))
-			return ctx.Err() == nil
-		}
-		record := func(f fault) {
-			mu.Lock()
-			faults = append(faults, f)
-			mu.Unlock()
-		}
-		if at(0.2) {
-			f := fault{Name: "SIGKILL + restart", instance: 1, Target: fmt.Sprintf("instance %d", 2), start: time.Now()}
-			if err := e.cluster.kill(1); err != nil {
-				f.Err = err.Error()
-			}
-			sleep(ctx, time.Second)
-			if err := e.cluster.restart(ctx, 1); err != nil {
-				f.Err = err.Error()
-			}
-			f.Restarts = e.cluster.instances[1].starts - 1
-			f.end = time.Now()
-			record(f)
-		}
-		if e.backend.redisKind != "shared" && at(0.4) {
-			f := fault{Name: "Redis restart", instance: -1, Target: e.backend.redisKind + " Redis", start: time.Now()}
-			if err := e.backend.restartRedis(ctx); err != nil {
-				f.Err = err.Error()
-			}
-			f.end = time.Now()
-			record(f)
-		}
-		if e.backend.redisKind != "shared" && at(0.55) {
-			f := fault{Name: "Redis FLUSHALL", instance: -1, Target: e.backend.redisKind + " Redis", start: time.Now()}
-			if err := e.backend.flushRedis(ctx); err != nil {
-				f.Err = err.Error()
-			}
-			f.end = time.Now()
-			record(f)
-		}
-		if at(0.7) {
-			f := fault{Name: "SIGSTOP past the lock TTL, then SIGCONT", instance: 0, Target: "instance 1", start: time.Now()}
-			if err := e.cluster.signal(0, syscall.SIGSTOP); err != nil {
-				f.Err = err.Error()
-			}
-			sleep(context.WithoutCancel(ctx), ttl+time.Second)
-			if err := e.cluster.signal(0, syscall.SIGCONT); err != nil {
-				f.Err = err.Error()
-			}
-			f.end = time.Now()
-			record(f)
-		}
-	}()
-	cfg.Progress = h.progress("chaos")
-	var res loadgen.Result
-	{
-		// Race creates products and logs buyers in before the first buyer
-		// starts; the faults' clock starts with the buyers.
-		inner := cfg.Progress
-		once := sync.Once{}
-		cfg.Progress = func(st loadgen.Stats) {
-			once.Do(func() { loadStart <- time.Now().Add(-st.Elapsed) })
-			if inner != nil {
-				inner(st)
-			}
-		}
-		cfg.ProgressEvery = 100 * time.Millisecond
-		res, err = loadgen.Race(ctx, cfg)
-	}
-	h.endProgress()
-	<-faultsDone
+	injected := make(chan []fault, 1)
+	go func() { injected <- injectFaults(ctx, e, chaosSchedule(ttl), h.o.chaosDuration, loadStart) }()
+	res, err := h.raceClocked(ctx, cfg, "chaos", loadStart)
+	faults := <-injected
 	_ = e.cluster.signal(0, syscall.SIGCONT) // in case the load ended first
 	r.Metrics = pickMetrics(s.totals())
 	if err != nil {
@@ -343,6 +267,101 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 	v, err := e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock()}, res.Tokens())
 	r.fill(res.Records, v, err)
 	r.Faults = describeFaults(faults, res, len(e.cluster.instances), ttl, wait)
+	judgeFaults(&r, v, err, faults, res, ttl, wait)
+	return r
+}
+
+// scheduledFault is one row of the chaos schedule: at a fraction of the
+// load's duration, inject does the damage to the scenario's environment
+// and notes in f what went wrong.
+type scheduledFault struct {
+	at     float64
+	fault  fault // Name, Target and instance (-1: Redis)
+	redis  bool  // a Redis fault: skipped on a shared Redis, Target names its kind
+	inject func(ctx context.Context, e *env, f *fault)
+}
+
+// chaosSchedule is the chaos scenario's faults, in the order they happen.
+func chaosSchedule(ttl time.Duration) []scheduledFault {
+	note := func(f *fault, err error) {
+		if err != nil {
+			f.Err = err.Error()
+		}
+	}
+	return []scheduledFault{
+		{at: 0.2, fault: fault{Name: "SIGKILL + restart", instance: 1, Target: "instance 2"},
+			inject: func(ctx context.Context, e *env, f *fault) {
+				note(f, e.cluster.kill(1))
+				sleep(ctx, time.Second)
+				note(f, e.cluster.restart(ctx, 1))
+				f.Restarts = e.cluster.instances[1].starts - 1
+			}},
+		{at: 0.4, fault: fault{Name: "Redis restart", instance: -1}, redis: true,
+			inject: func(ctx context.Context, e *env, f *fault) { note(f, e.backend.restartRedis(ctx)) }},
+		{at: 0.55, fault: fault{Name: "Redis FLUSHALL", instance: -1}, redis: true,
+			inject: func(ctx context.Context, e *env, f *fault) { note(f, e.backend.flushRedis(ctx)) }},
+		{at: 0.7, fault: fault{Name: "SIGSTOP past the lock TTL, then SIGCONT", instance: 0, Target: "instance 1"},
+			inject: func(ctx context.Context, e *env, f *fault) {
+				note(f, e.cluster.signal(0, syscall.SIGSTOP))
+				sleep(context.WithoutCancel(ctx), ttl+time.Second)
+				note(f, e.cluster.signal(0, syscall.SIGCONT))
+			}},
+	}
+}
+
+// injectFaults waits for the load to start (its time arrives on loadStart),
+// then injects each scheduled fault at its time into a run of the given
+// duration, and returns what it injected.
+func injectFaults(ctx context.Context, e *env, schedule []scheduledFault, duration time.Duration, loadStart <-chan time.Time) []fault {
+	var t0 time.Time
+	select {
+	case t0 = <-loadStart:
+	case <-ctx.Done():
+		return nil
+	}
+	var faults []fault
+	for _, sf := range schedule {
+		if sf.redis && e.backend.redisKind == "shared" {
+			continue
+		}
+		sleep(ctx, time.Until(t0.Add(time.Duration(sf.at*float64(duration)))))
+		if ctx.Err() != nil {
+			break
+		}
+		f := sf.fault
+		if sf.redis {
+			f.Target = e.backend.redisKind + " Redis"
+		}
+		f.start = time.Now()
+		sf.inject(ctx, e, &f)
+		f.end = time.Now()
+		faults = append(faults, f)
+	}
+	return faults
+}
+
+// raceClocked runs the race and sends on loadStart when its buyers start:
+// Race creates products and logs buyers in first, and the faults' clock
+// starts with the buyers.
+func (h *harness) raceClocked(ctx context.Context, cfg loadgen.Config, name string, loadStart chan<- time.Time) (loadgen.Result, error) {
+	inner := h.progress(name)
+	once := sync.Once{}
+	cfg.Progress = func(st loadgen.Stats) {
+		once.Do(func() { loadStart <- time.Now().Add(-st.Elapsed) })
+		if inner != nil {
+			inner(st)
+		}
+	}
+	cfg.ProgressEvery = 100 * time.Millisecond
+	res, err := loadgen.Race(ctx, cfg)
+	h.endProgress()
+	return res, err
+}
+
+// judgeFaults fails a chaos run whose faults were not all carried out, or
+// none at all, and adds L3 (no two holders of a lock at once, judged from
+// the faults' times) to its verdict.
+func judgeFaults(r *scenarioReport, v verdict, err error, faults []fault, res loadgen.Result, ttl, wait time.Duration) {
 	for _, f := range r.Faults {
 		if f.Err != "" {
 			r.Pass = false
@@ -364,7 +383,6 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 	if n := r.Metrics["shop_inventory_stale_fence_rejections_total"]; n > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%.0f stock writes refused for a stale fencing token (holders paused or stopped past the TTL, or a Redis that lost the fence counter); none counted (L2 from the ledger)", n))
 	}
-	return r
 }
 
 func sleep(ctx context.Context, d time.Duration) {
