@@ -37,7 +37,7 @@ func level(t *testing.T, s instance, id int64) (units, held int64) {
 // details of its R1 violations.
 func r1(t *testing.T, f *fixture, s instance, id int64) []string {
 	t.Helper()
-	r, err := audit.Check(context.Background(), f.db, audit.Options{ProductID: id, StockMirror: s.GateLevel})
+	r, err := audit.Check(context.Background(), f.DB, audit.Options{ProductID: id, StockMirror: s.GateLevel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,14 +256,14 @@ func TestAuditFlagsUnitsLostWithoutHold(t *testing.T) {
 	if v := r1(t, f, s, id); len(v) != 0 {
 		t.Fatalf("R1 after a sale: %v", v)
 	}
-	gate := f.prefix + "gate:{" + strconv.FormatInt(id, 10) + "}"
-	if err := f.rdb.DecrBy(context.Background(), gate, 2).Err(); err != nil {
+	gate := f.Prefix + "gate:{" + strconv.FormatInt(id, 10) + "}"
+	if err := f.RDB.DecrBy(context.Background(), gate, 2).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if v := r1(t, f, s, id); len(v) != 1 || !strings.Contains(v[0], "2 units lost") {
 		t.Errorf("R1 with 2 units gone from the gate: %v; want 2 units lost", v)
 	}
-	if err := f.rdb.IncrBy(context.Background(), gate, 3).Err(); err != nil {
+	if err := f.RDB.IncrBy(context.Background(), gate, 3).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if v := r1(t, f, s, id); len(v) != 1 || !strings.Contains(v[0], "1 too many") {

@@ -12,31 +12,21 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
-	"github.com/seckill-lab/shop/internal/testenv"
-	"github.com/seckill-lab/shop/internal/testenv/testdb"
+	"github.com/seckill-lab/shop/internal/testenv/stocktest"
 )
 
-// fixture is one test's private database and Redis key prefix.
-type fixture struct {
-	db     *gorm.DB
-	rdb    redis.UniversalClient
-	prefix string
-}
+// fixture is stocktest's, with this package's helpers on top.
+type fixture struct{ *stocktest.Fixture }
 
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	rdb, prefix := testenv.RedisClient(t)
-	return &fixture{db: testdb.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
-}
+func newFixture(t *testing.T) *fixture { return &fixture{stocktest.New(t)} }
 
-func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func discard() *slog.Logger { return stocktest.Discard() }
 
 // instance is one shop instance's inventory: its own lock client and metrics
 // on the shared database and Redis prefix.
@@ -48,33 +38,20 @@ type instance struct {
 
 func (f *fixture) service(t *testing.T, cfg inventory.Config) instance {
 	t.Helper()
-	locks := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
-	t.Cleanup(func() { locks.Close() })
-	if cfg.LockTTL == 0 {
-		cfg.LockTTL = 5 * time.Second
-	}
-	if cfg.LockWait == 0 {
-		cfg.LockWait = 30 * time.Second
-	}
-	cfg.KeyPrefix = f.prefix
-	reg := prometheus.NewRegistry()
-	return instance{inventory.New(f.db, locks, f.rdb, cfg, inventory.NewMetrics(reg), discard()), reg, f.db}
+	inv, reg := f.Inventory(t, cfg)
+	return instance{inv, reg, f.DB}
 }
 
 func (f *fixture) product(t *testing.T, s instance, stock int64) int64 {
 	t.Helper()
-	p, created, err := s.Create(context.Background(), "widget", 100, stock, "", "")
-	if err != nil || !created {
-		t.Fatalf("create product: %v (created %v)", err, created)
-	}
-	return p.ID
+	return f.Product(t, s.Service, 100, stock)
 }
 
 // state reads what the audit would judge: stock, ledger sum, and the number
 // of units sold (order ledger rows).
 func (f *fixture) state(t *testing.T, id int64) (stock, ledger, sold int64) {
 	t.Helper()
-	row := f.db.Raw(`SELECT p.stock,
+	row := f.DB.Raw(`SELECT p.stock,
 		(SELECT COALESCE(SUM(delta), 0) FROM stock_ledger WHERE product_id = p.id),
 		(SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = p.id AND reason = 'order')
 		FROM products p WHERE p.id = ?`, id).Row()
@@ -85,7 +62,7 @@ func (f *fixture) state(t *testing.T, id int64) (stock, ledger, sold int64) {
 }
 
 func (f *fixture) fenceKey(id int64) string {
-	return f.prefix + "lock:{product:" + strconv.FormatInt(id, 10) + "}:fence"
+	return f.Prefix + "lock:{product:" + strconv.FormatInt(id, 10) + "}:fence"
 }
 
 var orderSeq atomic.Int64
@@ -221,14 +198,14 @@ func TestStaleFenceRefusedThenRaised(t *testing.T) {
 		}
 	}
 	var dbFence int64
-	f.db.Raw("SELECT fence FROM products WHERE id = ?", id).Row().Scan(&dbFence)
+	f.DB.Raw("SELECT fence FROM products WHERE id = ?", id).Row().Scan(&dbFence)
 	if dbFence != 3 {
 		t.Fatalf("database fence after 3 writes = %d, want 3", dbFence)
 	}
 
 	// Redis loses the fence counter: the next holder gets fence 1, which the
 	// database refuses; the service raises the counter and tries again.
-	if err := f.rdb.Del(ctx, f.fenceKey(id)).Err(); err != nil {
+	if err := f.RDB.Del(ctx, f.fenceKey(id)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := deduct(ctx, s, id, 1); err != nil {
@@ -237,8 +214,8 @@ func TestStaleFenceRefusedThenRaised(t *testing.T) {
 	if got := counter(t, s.reg, "shop_inventory_stale_fence_rejections_total"); got != 1 {
 		t.Errorf("stale fence rejections = %v, want 1", got)
 	}
-	f.db.Raw("SELECT fence FROM products WHERE id = ?", id).Row().Scan(&dbFence)
-	redisFence, _ := f.rdb.Get(ctx, f.fenceKey(id)).Int64()
+	f.DB.Raw("SELECT fence FROM products WHERE id = ?", id).Row().Scan(&dbFence)
+	redisFence, _ := f.RDB.Get(ctx, f.fenceKey(id)).Int64()
 	if dbFence != 4 || redisFence != 4 {
 		t.Errorf("fences after recovery: database %d, redis %d; want 4, 4", dbFence, redisFence)
 	}
@@ -279,7 +256,7 @@ func TestRedisGateGivesTokensBack(t *testing.T) {
 	}
 
 	// The product lock is held elsewhere: busy, and the unit goes back.
-	other := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
+	other := lockx.New(f.RDB, lockx.Options{Prefix: f.Prefix + "lock:"})
 	defer other.Close()
 	l, err := other.Acquire(ctx, "product:"+strconv.FormatInt(id, 10), lockx.AcquireOptions{TTL: 10 * time.Second})
 	if err != nil {
@@ -339,10 +316,10 @@ func TestStockReturnedHeardEverywhere(t *testing.T) {
 	if err := deduct(ctx, b, id, 1); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("deduct on a sold-out product: %v, want ErrSoldOut", err)
 	}
-	channel := f.prefix + "soldout:reset"
+	channel := f.Prefix + "soldout:reset"
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		subs, _ := f.rdb.PubSubNumSub(ctx, channel).Result()
+		subs, _ := f.RDB.PubSubNumSub(ctx, channel).Result()
 		if subs[channel] >= 2 {
 			break
 		}

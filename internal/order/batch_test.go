@@ -3,74 +3,34 @@ package order
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
 
-	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
-	"github.com/seckill-lab/shop/internal/lockx"
-	"github.com/seckill-lab/shop/internal/testenv"
-	"github.com/seckill-lab/shop/internal/testenv/testdb"
+	"github.com/seckill-lab/shop/internal/testenv/stocktest"
 )
 
 // These tests hand the batch runner batches made by hand, so what shares a
 // transaction is not left to timing.
 
-type batchFixture struct {
-	db     *gorm.DB
-	rdb    redis.UniversalClient
-	prefix string
-}
+type batchFixture struct{ *stocktest.Fixture }
 
-func newBatchFixture(t *testing.T) *batchFixture {
-	t.Helper()
-	rdb, prefix := testenv.RedisClient(t)
-	return &batchFixture{db: testdb.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
-}
+func newBatchFixture(t *testing.T) *batchFixture { return &batchFixture{stocktest.New(t)} }
 
 func (f *batchFixture) service(t *testing.T, inv inventory.Config) *Service {
 	t.Helper()
-	locks := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
-	t.Cleanup(func() { locks.Close() })
-	if inv.Strategy == "" {
-		inv.Strategy = inventory.LockFence
-	}
-	inv.KeyPrefix = f.prefix
-	if inv.LockTTL == 0 {
-		inv.LockTTL = 5 * time.Second
-	}
-	if inv.LockWait == 0 {
-		inv.LockWait = 30 * time.Second
-	}
-	stock := inventory.New(f.db, locks, f.rdb, inv, inventory.NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
-	s := New(f.db, stock, idem.NewMarkers(f.rdb, f.prefix+"done:", time.Hour),
-		Config{BatchMax: 64, SoldOutRecheck: time.Minute}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	stock, _ := f.Inventory(t, inv)
+	s := New(f.DB, stock, f.Markers(), Config{BatchMax: 64, SoldOutRecheck: time.Minute}, NewMetrics(prometheus.NewRegistry()), stocktest.Discard())
 	t.Cleanup(s.Wait)
 	return s
 }
 
 func (f *batchFixture) product(t *testing.T, s *Service, stock int64) int64 {
 	t.Helper()
-	p, _, err := s.inv.Create(context.Background(), "widget", 100, stock, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.ID
-}
-
-func (f *batchFixture) count(t *testing.T, q string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := f.db.Raw(q, args...).Row().Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return f.Product(t, s.inv, 100, stock)
 }
 
 func seckillReq(user, product int64) *request {
@@ -121,10 +81,10 @@ func TestBatchMixesRepeatsTwinsAndSoldOut(t *testing.T) {
 			t.Errorf("buyer %d after the last unit: %+v; want ErrSoldOut", i, got[i])
 		}
 	}
-	if n := f.count(t, "SELECT COUNT(*) FROM orders WHERE product_id = ?", id); n != 3 {
+	if n := f.Count(t, "SELECT COUNT(*) FROM orders WHERE product_id = ?", id); n != 3 {
 		t.Errorf("orders = %d, want 3", n)
 	}
-	if s := f.count(t, "SELECT stock FROM products WHERE id = ?", id); s != 0 {
+	if s := f.Count(t, "SELECT stock FROM products WHERE id = ?", id); s != 0 {
 		t.Errorf("stock = %d, want 0", s)
 	}
 }
@@ -148,10 +108,10 @@ func TestBatchRegularOrderLargerThanWhatIsLeft(t *testing.T) {
 	if got[0].o.AmountCents != 200 {
 		t.Errorf("amount of 2 units at 100 = %d", got[0].o.AmountCents)
 	}
-	if st := f.count(t, "SELECT stock FROM products WHERE id = ?", id); st != 0 {
+	if st := f.Count(t, "SELECT stock FROM products WHERE id = ?", id); st != 0 {
 		t.Errorf("stock = %d, want 0", st)
 	}
-	if sold := f.count(t, "SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); sold != 4 {
+	if sold := f.Count(t, "SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); sold != 4 {
 		t.Errorf("ledger sold = %d, want 4", sold)
 	}
 }
@@ -164,7 +124,7 @@ func TestBatchStaleFenceWritesNothingThenRetries(t *testing.T) {
 	f := newBatchFixture(t)
 	s := f.service(t, inventory.Config{})
 	id := f.product(t, s, 10)
-	if err := f.db.Exec("UPDATE products SET fence = 1000 WHERE id = ?", id).Error; err != nil {
+	if err := f.DB.Exec("UPDATE products SET fence = 1000 WHERE id = ?", id).Error; err != nil {
 		t.Fatal(err)
 	}
 	batch := []*request{seckillReq(1, id), seckillReq(2, id), seckillReq(3, id)}
@@ -174,10 +134,10 @@ func TestBatchStaleFenceWritesNothingThenRetries(t *testing.T) {
 			t.Errorf("request %d: %+v; want created after the fence was raised", i, r)
 		}
 	}
-	if n := f.count(t, "SELECT COUNT(*) FROM stock_ledger WHERE product_id = ? AND reason = 'order' AND fence <= 1000", id); n != 0 {
+	if n := f.Count(t, "SELECT COUNT(*) FROM stock_ledger WHERE product_id = ? AND reason = 'order' AND fence <= 1000", id); n != 0 {
 		t.Errorf("%d ledger rows written with the stale fence", n)
 	}
-	if st := f.count(t, "SELECT stock FROM products WHERE id = ?", id); st != 7 {
+	if st := f.Count(t, "SELECT stock FROM products WHERE id = ?", id); st != 7 {
 		t.Errorf("stock = %d, want 7", st)
 	}
 }
@@ -214,9 +174,9 @@ func TestBatchesUnderLabPauseNeverOversell(t *testing.T) {
 	for range 24 {
 		<-done
 	}
-	orders := f.count(t, "SELECT COUNT(*) FROM orders WHERE product_id = ?", id)
-	stock := f.count(t, "SELECT stock FROM products WHERE id = ?", id)
-	ledger := f.count(t, "SELECT COALESCE(SUM(delta), 0) FROM stock_ledger WHERE product_id = ?", id)
+	orders := f.Count(t, "SELECT COUNT(*) FROM orders WHERE product_id = ?", id)
+	stock := f.Count(t, "SELECT stock FROM products WHERE id = ?", id)
+	ledger := f.Count(t, "SELECT COALESCE(SUM(delta), 0) FROM stock_ledger WHERE product_id = ?", id)
 	t.Logf("created %d, sold out %d, busy %d; orders %d, stock %d", created.Load(), soldOut.Load(), busy.Load(), orders, stock)
 	if orders != created.Load() || orders+stock != 5 || ledger != stock || stock < 0 {
 		t.Errorf("orders %d (created answers %d), stock %d, ledger %d: want orders = answers, orders + stock = 5, ledger = stock", orders, created.Load(), stock, ledger)

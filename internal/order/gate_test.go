@@ -32,7 +32,7 @@ func TestRedisGateSettlesEveryAdmission(t *testing.T) {
 	go func() {
 		var r1 []audit.Violation
 		for auditing.Err() == nil {
-			r, err := audit.Check(ctx, f.db, audit.Options{ProductID: id, StockMirror: b.inv.GateLevel})
+			r, err := audit.Check(ctx, f.DB, audit.Options{ProductID: id, StockMirror: b.inv.GateLevel})
 			if err != nil {
 				t.Errorf("audit during the sale: %v", err)
 				break
@@ -86,7 +86,7 @@ func TestRedisGateSettlesEveryAdmission(t *testing.T) {
 		if stock := f.stock(t, id); units != stock || held != 0 {
 			t.Errorf("%s: gate %d, held %d, stock %d; want gate = stock and nothing held", when, units, held, stock)
 		}
-		r, err := audit.Check(ctx, f.db, audit.Options{ProductID: id, StockMirror: a.inv.GateLevel})
+		r, err := audit.Check(ctx, f.DB, audit.Options{ProductID: id, StockMirror: a.inv.GateLevel})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestRedisGateSettlesEveryAdmission(t *testing.T) {
 	var o struct {
 		UserID int64
 	}
-	if err := f.db.Raw("SELECT user_id FROM orders WHERE order_no = ?", firstNo).Scan(&o).Error; err != nil {
+	if err := f.DB.Raw("SELECT user_id FROM orders WHERE order_no = ?", firstNo).Scan(&o).Error; err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.orders.Cancel(ctx, o.UserID, firstNo); err != nil {

@@ -10,31 +10,21 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
 
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
 	"github.com/seckill-lab/shop/internal/order"
 	"github.com/seckill-lab/shop/internal/testenv"
-	"github.com/seckill-lab/shop/internal/testenv/testdb"
+	"github.com/seckill-lab/shop/internal/testenv/stocktest"
 )
 
-func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func discard() *slog.Logger { return stocktest.Discard() }
 
-// fixture is one test's private database and Redis key prefix.
-type fixture struct {
-	db     *gorm.DB
-	rdb    redis.UniversalClient
-	prefix string
-}
+// fixture is stocktest's, with this package's helpers on top.
+type fixture struct{ *stocktest.Fixture }
 
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	rdb, prefix := testenv.RedisClient(t)
-	return &fixture{db: testdb.MigratedMySQL(t).DB, rdb: rdb, prefix: prefix}
-}
+func newFixture(t *testing.T) *fixture { return &fixture{stocktest.New(t)} }
 
 // shop is one instance's inventory and order book on the shared backends.
 type shop struct {
@@ -44,43 +34,25 @@ type shop struct {
 
 func (f *fixture) shop(t *testing.T) shop {
 	t.Helper()
-	locks := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
-	t.Cleanup(func() { locks.Close() })
-	inv := inventory.New(f.db, locks, f.rdb, inventory.Config{Strategy: inventory.LockFence,
-		LockTTL: 5 * time.Second, LockWait: 30 * time.Second, KeyPrefix: f.prefix},
-		inventory.NewMetrics(prometheus.NewRegistry()), discard())
-	markers := idem.NewMarkers(f.rdb, f.prefix+"done:", time.Hour)
-	orders := order.New(f.db, inv, markers, order.Config{BatchMax: 64, SoldOutRecheck: time.Second}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.LockFence})
+	orders := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, SoldOutRecheck: time.Second}, order.NewMetrics(prometheus.NewRegistry()), discard())
 	t.Cleanup(orders.Wait)
 	return shop{inv, orders}
 }
 
 func (f *fixture) product(t *testing.T, s shop, stock int64) int64 {
 	t.Helper()
-	p, _, err := s.inv.Create(context.Background(), "widget", 250, stock, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.ID
-}
-
-func (f *fixture) count(t *testing.T, q string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := f.db.Raw(q, args...).Row().Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return f.Product(t, s.inv, 250, stock)
 }
 
 func (f *fixture) stock(t *testing.T, id int64) int64 {
-	return f.count(t, "SELECT stock FROM products WHERE id = ?", id)
+	return f.Count(t, "SELECT stock FROM products WHERE id = ?", id)
 }
 
 // deleteKeys drops every Redis key of the test (what a Redis restart does).
 func (f *fixture) deleteKeys(t *testing.T) {
 	t.Helper()
-	if err := testenv.DeletePrefix(context.Background(), f.rdb, f.prefix); err != nil {
+	if err := testenv.DeletePrefix(context.Background(), f.RDB, f.Prefix); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -123,7 +95,7 @@ func TestSeckillOnePerUserAnyInterleaving(t *testing.T) {
 			t.Errorf("answers name %s and %s", r.o.OrderNo, first)
 		}
 	}
-	if created != 1 || f.count(t, "SELECT COUNT(*) FROM orders WHERE user_id = 7") != 1 || f.stock(t, id) != 9 {
+	if created != 1 || f.Count(t, "SELECT COUNT(*) FROM orders WHERE user_id = 7") != 1 || f.stock(t, id) != 9 {
 		t.Fatalf("%d created, stock %d; want one order and stock 9", created, f.stock(t, id))
 	}
 
@@ -211,7 +183,7 @@ func TestCancelReturnsStockOnce(t *testing.T) {
 	if got := f.stock(t, id); got != 10 {
 		t.Errorf("stock after eight cancels = %d, want 10", got)
 	}
-	if n := f.count(t, "SELECT COUNT(*) FROM stock_ledger WHERE order_no = ? AND reason = 'cancel'", o.OrderNo); n != 1 {
+	if n := f.Count(t, "SELECT COUNT(*) FROM stock_ledger WHERE order_no = ? AND reason = 'cancel'", o.OrderNo); n != 1 {
 		t.Errorf("%d cancel ledger rows, want 1", n)
 	}
 
@@ -219,7 +191,7 @@ func TestCancelReturnsStockOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.db.Exec("UPDATE orders SET status = 'paid', paid_at = ?, version = version + 1 WHERE order_no = ?", time.Now().UTC(), paid.OrderNo)
+	f.DB.Exec("UPDATE orders SET status = 'paid', paid_at = ?, version = version + 1 WHERE order_no = ?", time.Now().UTC(), paid.OrderNo)
 	if _, err := a.orders.Cancel(ctx, 1, paid.OrderNo); !errors.Is(err, order.ErrInvalidState) {
 		t.Errorf("cancel of a paid order: %v, want ErrInvalidState", err)
 	}
@@ -281,11 +253,11 @@ func TestSweepersInTwoInstancesCancelOnce(t *testing.T) {
 		t.Errorf("sweeps cancelled %d orders in all, want %d", total, len(nos))
 	}
 	for _, no := range nos {
-		if n := f.count(t, "SELECT COUNT(*) FROM stock_ledger WHERE order_no = ? AND reason = 'cancel'", no); n != 1 {
+		if n := f.Count(t, "SELECT COUNT(*) FROM stock_ledger WHERE order_no = ? AND reason = 'cancel'", no); n != 1 {
 			t.Errorf("order %s: %d cancel ledger rows, want 1", no, n)
 		}
 	}
-	if n := f.count(t, "SELECT COUNT(*) FROM orders WHERE status <> 'cancelled'"); n != 0 {
+	if n := f.Count(t, "SELECT COUNT(*) FROM orders WHERE status <> 'cancelled'"); n != 0 {
 		t.Errorf("%d orders left uncancelled", n)
 	}
 	if s1, s2 := f.stock(t, id), f.stock(t, other); s1 != 100 || s2 != 100 {
@@ -302,12 +274,12 @@ func TestSweepersInTwoInstancesCancelOnce(t *testing.T) {
 func TestSeckillRepeatWhileLockBusy(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	locks := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
+	locks := lockx.New(f.RDB, lockx.Options{Prefix: f.Prefix + "lock:"})
 	t.Cleanup(func() { locks.Close() })
-	inv := inventory.New(f.db, locks, f.rdb, inventory.Config{Strategy: inventory.LockFence,
-		LockTTL: 5 * time.Second, LockWait: 50 * time.Millisecond, KeyPrefix: f.prefix},
+	inv := inventory.New(f.DB, locks, f.RDB, inventory.Config{Strategy: inventory.LockFence,
+		LockTTL: 5 * time.Second, LockWait: 50 * time.Millisecond, KeyPrefix: f.Prefix},
 		nil, discard())
-	orders := order.New(f.db, inv, idem.NewMarkers(f.rdb, f.prefix+"done:", time.Hour), order.Config{BatchMax: 64}, nil, discard())
+	orders := order.New(f.DB, inv, idem.NewMarkers(f.RDB, f.Prefix+"done:", time.Hour), order.Config{BatchMax: 64}, nil, discard())
 	t.Cleanup(orders.Wait)
 	id := f.product(t, f.shop(t), 5)
 	ctx := context.Background()

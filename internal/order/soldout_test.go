@@ -149,9 +149,9 @@ func TestSoldOutEndsOnRestock(t *testing.T) {
 			t.Fatal("the instance did not learn the sell-out")
 		}
 	}
-	channel := f.prefix + "soldout:reset"
+	channel := f.Prefix + "soldout:reset"
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if subs, _ := f.rdb.PubSubNumSub(ctx, channel).Result(); subs[channel] >= 1 {
+		if subs, _ := f.RDB.PubSubNumSub(ctx, channel).Result(); subs[channel] >= 1 {
 			break
 		}
 		if time.Now().After(deadline) {

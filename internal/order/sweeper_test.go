@@ -31,7 +31,7 @@ func TestSweepPassesABusyProduct(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 
-	locks := lockx.New(f.rdb, lockx.Options{Prefix: f.prefix + "lock:"})
+	locks := lockx.New(f.RDB, lockx.Options{Prefix: f.Prefix + "lock:"})
 	t.Cleanup(func() { locks.Close() })
 	held, err := locks.Acquire(ctx, "product:"+strconv.FormatInt(hot, 10), lockx.AcquireOptions{TTL: 30 * time.Second})
 	if err != nil {
@@ -41,7 +41,7 @@ func TestSweepPassesABusyProduct(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Errorf("sweep with the oldest orders' product busy: %d cancelled, %v; want the 2 orders of the other product", n, err)
 	}
-	if c := f.count(t, "SELECT COUNT(*) FROM orders WHERE product_id = ? AND status = 'cancelled'", cold); c != 2 {
+	if c := f.Count(t, "SELECT COUNT(*) FROM orders WHERE product_id = ? AND status = 'cancelled'", cold); c != 2 {
 		t.Errorf("%d orders of the idle product cancelled, want 2", c)
 	}
 	if err := held.Release(ctx); err != nil {
