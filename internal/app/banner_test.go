@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -28,38 +27,9 @@ func TestStartInfo(t *testing.T) {
 		"SHOP_SWEEP_INTERVAL": "0",
 		"SHOP_SHUTDOWN_WAIT":  "2s",
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, logs := &lockedBuffer{}, &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, []string{"serve"}, func(k string) string { return env[k] }, stdout, logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not return within 15s of cancel")
-		}
-		if t.Failed() {
-			t.Logf("stdout:\n%s\nlog:\n%s", stdout.String(), logs.String())
-		}
-	})
-
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stdout.String(), "shop is ready") {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("serve exited before it was ready: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no start-up summary on stdout within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	shop := testenv.StartShop(t, Run, testenv.ShopOptions{Getenv: func(k string) string { return env[k] }})
+	stdout, logs := shop.Stdout, shop.Log
+	shop.Until(t, 30*time.Second, "start-up summary on stdout", func() bool { return strings.Contains(stdout.String(), "shop is ready") })
 	out := stdout.String()
 	for _, want := range []string{
 		"http://localhost:" + strconv.Itoa(port) + "/",

@@ -11,31 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/testenv"
 	"github.com/seckill-lab/shop/internal/wire"
 )
-
-// lockedBuffer is a log sink the server goroutine and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // startServe runs `shop serve` in-process through Run, exactly as the binary
 // does, on a free loopback port, and returns its base URL once /healthz
@@ -54,48 +35,10 @@ func startServe(t *testing.T, env map[string]string) string {
 	for k, v := range env {
 		full[k] = v
 	}
-	getenv := func(k string) string { return full[k] }
-
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, []string{"serve"}, getenv, io.Discard, logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not return within 15s of cancel")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-
+	s := testenv.StartShop(t, Run, testenv.ShopOptions{Getenv: func(k string) string { return full[k] }})
 	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			done <- err // for the cleanup
-			t.Fatalf("serve exited before it answered: %v\n%s", err, logs.String())
-		default:
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz did not answer 200 within 30s (last error %v)\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.Answers(t, 30*time.Second, nil, base+"/healthz")
+	return base
 }
 
 // do sends a request and returns the status, headers and body.

@@ -65,31 +65,10 @@ func newBackend(t *testing.T) *backend {
 	return b
 }
 
-// syncBuffer collects an instance's log, shown when the test fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 4<<20 { // keep memory bounded; the start is what matters
-		return len(p), nil
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // instance is one running shop.
 type instance struct {
 	base string
-	log  *syncBuffer
+	log  testenv.Log
 }
 
 // start runs `shop serve` on a free port with the backend's database and
@@ -112,49 +91,10 @@ func (b *backend) start(t *testing.T, env map[string]string) *instance {
 	for k, v := range env {
 		vars[k] = v
 	}
-	in := &instance{base: "http://" + vars["SHOP_ADDR"], log: &syncBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, io.Discard, in.log)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("instance %s: Run returned %v", in.base, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("instance %s did not stop within 30s", in.base)
-		}
-		if t.Failed() {
-			log := in.log.String()
-			if len(log) > 8000 {
-				log = log[:8000] + "\n...(cut)"
-			}
-			t.Logf("log of instance %s:\n%s", in.base, log)
-		}
-	})
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			t.Fatalf("instance %s exited before it was healthy: %v\n%s", in.base, err, in.log.String())
-		default:
-		}
-		resp, err := httpClient.Get(in.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return in
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s not healthy after 90s: %v\n%s", in.base, err, in.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	shop := testenv.StartShop(t, app.Run, testenv.ShopOptions{Getenv: func(k string) string { return vars[k] }, StopWait: 30 * time.Second})
+	in := &instance{base: "http://" + vars["SHOP_ADDR"], log: shop.Log}
+	shop.Answers(t, 90*time.Second, httpClient, in.base+"/healthz")
+	return in
 }
 
 // count runs a COUNT-like query.

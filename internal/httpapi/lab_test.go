@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -53,30 +52,18 @@ func (l *labLog) String() string {
 func startLabShop(t *testing.T, args ...string) string {
 	t.Helper()
 	log := &labLog{addr: make(chan string, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	all := append([]string{"serve", "--addr", "127.0.0.1:0", "--admin-token", labAdminToken, "--sweep-interval", "0"}, args...)
-	go func() { done <- app.Run(ctx, all, func(string) string { return "" }, io.Discard, log) }()
-	t.Cleanup(func() {
-		cancel()
+	shop := testenv.StartShop(t, app.Run, testenv.ShopOptions{Args: all, Log: log, StopWait: 30 * time.Second})
+	var addr string
+	shop.Until(t, 2*time.Minute, "listening address in the log", func() bool {
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("shop serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("shop serve did not stop\n%s", log)
+		case addr = <-log.addr:
+			return true
+		default:
+			return false
 		}
 	})
-	select {
-	case addr := <-log.addr:
-		return "http://" + addr
-	case err := <-done:
-		t.Fatalf("shop serve ended before listening: %v\n%s", err, log)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("shop serve is not listening after 2 minutes\n%s", log)
-	}
-	return ""
+	return "http://" + addr
 }
 
 // labEmbedded is the embedded default: SQLite in a temporary folder and the

@@ -36,24 +36,6 @@ type payShop struct {
 	client *http.Client
 }
 
-// payLogs is the server log, shown when a test fails.
-type payLogs struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *payLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *payLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startPayShop runs `shop serve`; at cleanup it runs `shop verify` (which
 // must pass) and stops the server.
 func startPayShop(t *testing.T, env map[string]string) *payShop {
@@ -74,48 +56,13 @@ func startPayShop(t *testing.T, env map[string]string) *payShop {
 	for k, v := range env {
 		full[k] = v
 	}
-	getenv := func(k string) string { return full[k] }
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &payLogs{}
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, []string{"serve"}, getenv, io.Discard, logs) }()
+	shop := testenv.StartShop(t, app.Run, testenv.ShopOptions{Getenv: func(k string) string { return full[k] }})
 	tr := &http.Transport{MaxIdleConnsPerHost: 32}
-	t.Cleanup(func() {
-		// Connections dialed but never used would hold up Shutdown.
-		tr.CloseIdleConnections()
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not stop within 15s")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
+	// Connections dialed but never used would hold up Shutdown (this
+	// cleanup runs before the shop's).
+	t.Cleanup(tr.CloseIdleConnections)
 	s := &payShop{t: t, base: "http://" + full["SHOP_ADDR"], env: full, client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := s.client.Get(s.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited: %v\n%s", err, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready in 30s:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	shop.Answers(t, 30*time.Second, s.client, s.base+"/readyz")
 	db, err := platform.OpenDB(context.Background(), dsn, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
