@@ -105,35 +105,6 @@ func TestMutualExclusionTryOnce(t *testing.T) {
 	mustNoErr(t, l2.Release(bg), "release")
 }
 
-func TestReleaseAfterExpiryKeepsNewOwner(t *testing.T) {
-	t.Parallel()
-	rdb := sharedRedis(t)
-	c := newTestClient(t, rdb, Options{})
-	old, err := c.Acquire(bg, "k", AcquireOptions{TTL: 100 * time.Millisecond})
-	mustNoErr(t, err, "acquire")
-	<-old.Lost() // validity passes locally first; the key expires right after
-	eventually(t, time.Second, "key expired", func() bool { return rdb.Exists(bg, old.RedisKey()).Val() == 0 })
-	cur, err := c.Acquire(bg, "k", AcquireOptions{TTL: 5 * time.Second})
-	mustNoErr(t, err, "new owner")
-
-	if err := old.Refresh(bg, time.Minute); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("refresh by expired owner: %v, want ErrNotHeld", err)
-	}
-	if err := old.Release(bg); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("release by expired owner: %v, want ErrNotHeld", err)
-	}
-	if got := rdb.HGet(bg, cur.RedisKey(), cur.Token()).Val(); got != "1" {
-		t.Fatalf("new owner's hold = %q after the old owner's release, want 1", got)
-	}
-	if pttl := rdb.PTTL(bg, cur.RedisKey()).Val(); pttl > 5*time.Second {
-		t.Fatalf("old owner's refresh extended the new owner's TTL to %v", pttl)
-	}
-	if cur.Fence() <= old.Fence() {
-		t.Fatalf("fence %d not above %d", cur.Fence(), old.Fence())
-	}
-	mustNoErr(t, cur.Release(bg), "release")
-}
-
 // TestExpiredOwnerIsToldEvenIfKeyStillThere: a raw owner-check on the
 // scripts, with a forged Lock carrying someone else's token.
 func TestScriptsCompareToken(t *testing.T) {
