@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,8 +24,6 @@ import (
 type fixture struct{ *stocktest.Fixture }
 
 func newFixture(t *testing.T) *fixture { return &fixture{stocktest.New(t)} }
-
-func discard() *slog.Logger { return stocktest.Discard() }
 
 // instance is one shop instance's inventory: its own lock client and metrics
 // on the shared database and Redis prefix.
