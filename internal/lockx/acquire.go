@@ -42,7 +42,7 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 	}
 
 	if err := ctx.Err(); err != nil {
-		return nil, giveUp(cfg, k, time.Now(), ctx, nil, false)
+		return nil, giveUp(cfg, k, time.Now(), ctx, nil, atOnce)
 	}
 	start := time.Now()
 	token := newToken()
@@ -52,7 +52,7 @@ func acquire(ctx context.Context, e engine, key string, o AcquireOptions) (*Lock
 		return l, nil
 	}
 	if o.Wait == 0 || ctx.Err() != nil {
-		return nil, giveUp(cfg, k, start, ctx, err, false)
+		return nil, giveUp(cfg, k, start, ctx, err, atOnce)
 	}
 	w := &waitLoop{ctx: ctx, e: e, cfg: cfg, k: k, token: token, ttl: ttl, o: o, start: start, lastErr: err}
 	return w.run(a, err)
@@ -111,7 +111,7 @@ func (w *waitLoop) run(a attempt, err error) (*Lock, error) {
 		select {
 		case <-waitCtx.Done():
 			w.abandon()
-			return nil, giveUp(w.cfg, w.k, w.start, w.ctx, w.lastErr, true)
+			return nil, giveUp(w.cfg, w.k, w.start, w.ctx, w.lastErr, afterWait)
 		case <-w.e.done():
 			w.abandon()
 			w.cfg.m.acquired(resultError, w.start)
@@ -176,7 +176,7 @@ func (w *waitLoop) abandon() {
 // that no key outlives the call. The Lock's context derives from holdCtx;
 // its validity counts from start, taken before the attempt was sent.
 func tryOnce(ctx, holdCtx context.Context, e engine, k keySet, token string, ttl time.Duration, o AcquireOptions, start time.Time) (*Lock, attempt, error) {
-	a, err := e.tryAcquire(ctx, k, token, ttl, false)
+	a, err := e.tryAcquire(ctx, k, token, ttl, newHold)
 	if err != nil {
 		cleanup(ctx, e, k, token)
 		return nil, a, err
@@ -214,10 +214,19 @@ func cleanup(ctx context.Context, e engine, k keySet, token string) {
 	}
 }
 
+// gaveUp says when an acquisition gave up: at once (no wait, or its ctx
+// had ended), or after waiting.
+type gaveUp bool
+
+const (
+	atOnce    gaveUp = false
+	afterWait gaveUp = true
+)
+
 // giveUp builds the error of an acquisition that did not obtain the lock:
 // a transport error stays a transport error; otherwise ErrNotObtained, joined
 // with the ctx cause when the caller's ctx ended.
-func giveUp(cfg *config, k keySet, start time.Time, ctx context.Context, lastErr error, waited bool) error {
+func giveUp(cfg *config, k keySet, start time.Time, ctx context.Context, lastErr error, waited gaveUp) error {
 	if ctx.Err() != nil {
 		cfg.m.acquired(resultNotObtained, start)
 		return fmt.Errorf("%w: %q: %w", ErrNotObtained, k.user, context.Cause(ctx))
@@ -239,7 +248,7 @@ func reenter(ctx context.Context, e engine, parent *Lock, ttl time.Duration, o A
 		return nil, fmt.Errorf("%w: re-entering %q: the outer hold was lost", ErrNotHeld, k.user)
 	}
 	start := time.Now()
-	a, err := e.tryAcquire(ctx, k, parent.token, ttl, true)
+	a, err := e.tryAcquire(ctx, k, parent.token, ttl, reentry)
 	if err != nil {
 		return nil, fmt.Errorf("lockx: re-enter %q: %w", k.user, err)
 	}
@@ -252,7 +261,7 @@ func reenter(ctx context.Context, e engine, parent *Lock, ttl time.Duration, o A
 		return nil, fmt.Errorf("%w: re-entering %q", ErrNotObtained, k.user)
 	}
 	cfg := e.conf()
-	parent.lease.setUntil(start.Add(ttl-cfg.drift(ttl)), true)
+	parent.lease.setUntil(start.Add(ttl-cfg.drift(ttl)), onlyForward)
 	l := newLock(ctx, e, k, parent.token, parent.fence, ttl, parent.depth+1, parent.lease, o)
 	if l.lease.isLost() {
 		return nil, fmt.Errorf("%w: re-entering %q: the outer hold was lost", ErrNotHeld, k.user)

@@ -78,7 +78,7 @@ func (d durable) evalWait(ctx context.Context, s *redis.Script, keys []string, a
 	return v, nil
 }
 
-func (d durable) tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter bool) (attempt, error) {
+func (d durable) tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter entry) (attempt, error) {
 	mode := "n"
 	if reenter {
 		mode = "r"

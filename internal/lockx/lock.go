@@ -142,7 +142,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.lease.markLost(err)
 		return err
 	}
-	l.lease.setUntil(start.Add(ttl-l.eng.conf().drift(ttl)), false)
+	l.lease.setUntil(start.Add(ttl-l.eng.conf().drift(ttl)), anyway)
 	return nil
 }
 
@@ -223,7 +223,7 @@ func (l *Lock) watchdog() {
 			return
 		default:
 			until := start.Add(l.ttl - cfg.drift(l.ttl))
-			l.lease.setUntil(until, false)
+			l.lease.setUntil(until, anyway)
 			cfg.m.renewed()
 			if l.onRenew != nil {
 				l.onRenew(until)
@@ -301,11 +301,19 @@ func (s *lease) armLocked() {
 	}
 }
 
-// setUntil moves the validity to t (only forward when onlyLater).
-func (s *lease) setUntil(t time.Time, onlyLater bool) {
+// validityMove says whether setUntil may move the validity back.
+type validityMove bool
+
+const (
+	anyway      validityMove = false // set it to t
+	onlyForward validityMove = true  // a re-entry's renewal never shortens the outer hold's
+)
+
+// setUntil moves the validity to t (only forward when onlyLater is onlyForward).
+func (s *lease) setUntil(t time.Time, onlyLater validityMove) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gone || s.ended || (onlyLater && !t.After(s.valid)) {
+	if s.gone || s.ended || (onlyLater == onlyForward && !t.After(s.valid)) {
 		return
 	}
 	s.valid = t

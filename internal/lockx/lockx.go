@@ -147,13 +147,22 @@ func (c *config) keys(user string) (keySet, error) {
 	return keySet{user: user, lock: lock, fence: lock + ":fence", channel: lock + ":released"}, nil
 }
 
+// entry says what an attempt is: a new hold, or a re-entry of a hold the
+// token already has (which never creates one).
+type entry bool
+
+const (
+	newHold entry = false
+	reentry entry = true
+)
+
 // engine is what the acquire loop and Lock need from a backend: one Redis
 // (Client) or a quorum of independent ones (Redlock).
 type engine interface {
 	// tryAcquire runs one atomic attempt. count > 0: obtained (hold count),
 	// 0: held by another (pttl = its remaining TTL when known), -1: re-entry
 	// refused because token no longer holds the lock.
-	tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter bool) (attempt, error)
+	tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter entry) (attempt, error)
 	refresh(ctx context.Context, k keySet, token string, ttl time.Duration) (bool, error)
 	// release returns the remaining hold count, or -1 when token did not hold it.
 	release(ctx context.Context, k keySet, token string) (int64, error)
@@ -216,7 +225,7 @@ func (c *Client) watch(k keySet, w *waiter) (<-chan struct{}, func(bool)) {
 	return c.hub.watch(k.channel, w)
 }
 
-func (c *Client) tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter bool) (attempt, error) {
+func (c *Client) tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter entry) (attempt, error) {
 	mode := "n"
 	if reenter {
 		mode = "r"

@@ -117,7 +117,7 @@ func (r *Redlock) each(ctx context.Context, fn func(ctx context.Context, c *Clie
 	return wg.Wait
 }
 
-func (r *Redlock) tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter bool) (attempt, error) {
+func (r *Redlock) tryAcquire(ctx context.Context, k keySet, token string, ttl time.Duration, reenter entry) (attempt, error) {
 	start := time.Now()
 	var (
 		won                []nodeResult
@@ -155,7 +155,7 @@ func (r *Redlock) tryAcquire(ctx context.Context, k keySet, token string, ttl ti
 			r.releaseAll(ctx, k, token)
 		}
 		switch {
-		case reenter && gone > 0:
+		case reenter == reentry && gone > 0:
 			return attempt{count: -1}, nil
 		case held > 0 || gone > 0:
 			return attempt{pttl: minPTTL}, nil
