@@ -6,6 +6,8 @@ package dbx
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -50,6 +52,14 @@ func Retryable(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
+}
+
+// ConnLost reports whether err is a database connection that broke or was
+// closed under the caller (the driver's bad connection, the MySQL driver's
+// invalid connection, a connection already returned to the pool): the
+// statement did not commit, so the client may send the request again.
+func ConnLost(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
 
 // IsDuplicate reports whether err is a unique-index violation (MySQL 1062,

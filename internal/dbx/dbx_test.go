@@ -1,6 +1,13 @@
 package dbx
 
-import "testing"
+import (
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+)
 
 func TestCheckRows(t *testing.T) {
 	t.Parallel()
@@ -9,5 +16,24 @@ func TestCheckRows(t *testing.T) {
 	}
 	if err := CheckRows(1); err != nil {
 		t.Errorf("CheckRows(1) = %v, want nil", err)
+	}
+}
+
+func TestConnLost(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("query: %w", driver.ErrBadConn), true},
+		{mysql.ErrInvalidConn, true},
+		{fmt.Errorf("commit: %w", sql.ErrConnDone), true},
+		{sql.ErrNoRows, false},
+		{&mysql.MySQLError{Number: 1062}, false},
+		{nil, false},
+	} {
+		if got := ConnLost(tt.err); got != tt.want {
+			t.Errorf("ConnLost(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }

@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,10 +13,10 @@ import (
 	"syscall"
 
 	"github.com/gin-gonic/gin"
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
@@ -122,7 +120,7 @@ func unavailable(err error) bool {
 		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsMasterDownError(err),
 		redis.IsClusterDownError(err), redis.IsTryAgainError(err),
 		errors.Is(err, lockx.ErrClosed),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, sql.ErrConnDone),
+		dbx.ConnLost(err),
 		errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
