@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
@@ -120,17 +119,7 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 		defer close(faultsDone)
 		rows = h.injectFaults(ctx, e, topo.faults, lockKey, loadStart, ttl)
 	}()
-	inner := cfg.Progress
-	var once sync.Once
-	cfg.Progress = func(st loadgen.Stats) {
-		once.Do(func() { loadStart <- time.Now().Add(-st.Elapsed) })
-		if inner != nil {
-			inner(st)
-		}
-	}
-	cfg.ProgressEvery = 100 * time.Millisecond
-	res, err := loadgen.Race(ctx, cfg)
-	h.endProgress()
+	res, err := h.raceClocked(ctx, cfg, loadStart)
 	<-faultsDone
 	r.Metrics = pickMetrics(s.totals())
 	if err != nil {

@@ -256,7 +256,7 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 	loadStart := make(chan time.Time, 1)
 	injected := make(chan []fault, 1)
 	go func() { injected <- injectFaults(ctx, e, chaosSchedule(ttl), h.o.chaosDuration, loadStart) }()
-	res, err := h.raceClocked(ctx, cfg, "chaos", loadStart)
+	res, err := h.raceClocked(ctx, cfg, loadStart)
 	faults := <-injected
 	_ = e.cluster.signal(0, syscall.SIGCONT) // in case the load ended first
 	r.Metrics = pickMetrics(s.totals())
@@ -340,11 +340,11 @@ func injectFaults(ctx context.Context, e *env, schedule []scheduledFault, durati
 	return faults
 }
 
-// raceClocked runs the race and sends on loadStart when its buyers start:
-// Race creates products and logs buyers in first, and the faults' clock
-// starts with the buyers.
-func (h *harness) raceClocked(ctx context.Context, cfg loadgen.Config, name string, loadStart chan<- time.Time) (loadgen.Result, error) {
-	inner := h.progress(name)
+// raceClocked runs the race (reporting progress as cfg says) and sends on
+// loadStart when its buyers start: Race creates products and logs buyers in
+// first, and the faults' clock starts with the buyers.
+func (h *harness) raceClocked(ctx context.Context, cfg loadgen.Config, loadStart chan<- time.Time) (loadgen.Result, error) {
+	inner := cfg.Progress
 	once := sync.Once{}
 	cfg.Progress = func(st loadgen.Stats) {
 		once.Do(func() { loadStart <- time.Now().Add(-st.Elapsed) })
