@@ -1,5 +1,6 @@
 // Package testenv gives integration tests real services: a fresh MySQL
-// database and a private Redis key namespace per test.
+// database and a private Redis key namespace per test, and a shop run
+// in-process on them (StartShop).
 //
 // Discovery order: SHOP_TEST_MYSQL_DSN / SHOP_TEST_REDIS_URL when set; else
 // the local defaults (root@127.0.0.1:3306, 127.0.0.1:6379) when they answer;
