@@ -61,7 +61,7 @@ func jsonResponse(status int, v any, location string) response {
 }
 
 func writeJSON(c *gin.Context, status int, v any) {
-	jsonResponse(status, v, "").write(c, false)
+	jsonResponse(status, v, "").write(c)
 }
 
 // --- auth ---
@@ -161,11 +161,7 @@ func (a *api) createProduct(c *gin.Context) {
 		if !created {
 			status = http.StatusOK
 		}
-		r := jsonResponse(status, productOf(p), "/api/v1/products/"+strconv.FormatInt(p.ID, 10))
-		if !created {
-			r.header["Idempotent-Replayed"] = "true"
-		}
-		return r, nil
+		return jsonResponse(status, productOf(p), "/api/v1/products/"+strconv.FormatInt(p.ID, 10)).asReplay(!created), nil
 	})
 }
 
@@ -222,32 +218,13 @@ func (r restockRequest) validate() map[string]string {
 }
 
 func (a *api) restock(c *gin.Context) {
-	ir, err := readIdemHeaders(c, idemMode{required: true})
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	var req restockRequest
-	if err := decode(c, &req, bodyRequired); err != nil {
-		writeError(c, err)
-		return
-	}
-	id, err := pathID(c, "id")
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
-		ref := idem.Ref("K", who(c).String(), strconv.FormatInt(id, 10), ir.key)
+	keyedWrite(a, c, "id", func(ctx context.Context, req restockRequest, id int64, key, hash string) (response, error) {
+		ref := idem.Ref("K", who(c).String(), strconv.FormatInt(id, 10), key)
 		p, replayed, err := a.products.Restock(ctx, id, *req.Quantity, ref, hash)
 		if err != nil {
 			return response{}, err
 		}
-		r := jsonResponse(http.StatusOK, productOf(p), "")
-		if replayed {
-			r.header["Idempotent-Replayed"] = "true"
-		}
-		return r, nil
+		return jsonResponse(http.StatusOK, productOf(p), "").asReplay(replayed), nil
 	})
 }
 
@@ -283,7 +260,7 @@ func (a *api) seckill(c *gin.Context) {
 	if !created {
 		status = http.StatusOK
 	}
-	jsonResponse(status, orderOf(o), orderLocation(o)).write(c, !created)
+	jsonResponse(status, orderOf(o), orderLocation(o)).asReplay(!created).write(c)
 }
 
 type regularOrderRequest struct {
@@ -331,9 +308,7 @@ func (a *api) createOrder(c *gin.Context) {
 			return response{}, err
 		}
 		if !created {
-			r := jsonResponse(http.StatusOK, orderOf(o), orderLocation(o))
-			r.header["Idempotent-Replayed"] = "true"
-			return r, nil
+			return jsonResponse(http.StatusOK, orderOf(o), orderLocation(o)).asReplay(true), nil
 		}
 		return jsonResponse(http.StatusCreated, orderOf(o), orderLocation(o)), nil
 	})

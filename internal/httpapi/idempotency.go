@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"maps"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -17,12 +18,23 @@ type response struct {
 	body   []byte
 }
 
-func (r response) write(c *gin.Context, replayed bool) {
+// asReplay marks r, when yes, as a replay of an earlier answer: a stored
+// record's bytes, or the service finding its row already there (the
+// database's replay, when Redis forgot the record).
+func (r response) asReplay(yes bool) response {
+	if !yes {
+		return r
+	}
+	h := make(map[string]string, len(r.header)+1)
+	maps.Copy(h, r.header)
+	h[idem.HeaderReplayed] = "true"
+	r.header = h
+	return r
+}
+
+func (r response) write(c *gin.Context) {
 	for k, v := range r.header {
 		c.Header(k, v)
-	}
-	if replayed {
-		c.Header("Idempotent-Replayed", "true")
 	}
 	c.Header("Content-Length", strconv.Itoa(len(r.body)))
 	c.Status(r.status)
@@ -134,7 +146,7 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 	switch {
 	case a.noIdem || (ir.key == "" && ir.formToken == ""):
 		r, _ := run()
-		r.write(c, false)
+		r.write(c)
 	case ir.formToken != "":
 		consumed, err := a.tokens.Consume(ctx, who(c).String(), ir.purpose, ir.formToken)
 		if err != nil {
@@ -149,7 +161,7 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 		}()
 		r, _ := run()
 		done = r.status < 500
-		r.write(c, false)
+		r.write(c)
 	default:
 		scope := idem.Scope(who(c).String(), c.Request.Method, c.Request.URL.Path, ir.key)
 		claim, rec, err := a.idem.Claim(ctx, scope, fp)
@@ -157,13 +169,13 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 		case err != nil && unavailable(err):
 			logger(c).Warn("idempotency claim not made: Redis did not answer; the database record decides", "err", err)
 			r, _ := run()
-			r.write(c, false)
+			r.write(c)
 			return
 		case err != nil:
 			writeError(c, err)
 			return
 		case rec != nil:
-			response{status: rec.Status, header: rec.Header, body: rec.Body}.write(c, true)
+			response{status: rec.Status, header: rec.Header, body: rec.Body}.asReplay(true).write(c)
 			return
 		}
 		finished := false
@@ -182,6 +194,31 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 		} else if err := claim.Release(bg); err != nil {
 			logger(c).Warn("idempotency claim not released", "err", err)
 		}
-		r.write(c, false)
+		r.write(c)
 	}
+}
+
+// keyedWrite is the shape of an admin write made once per Idempotency-Key
+// on the resource the path's param names (restock, credit): the key is
+// required, the body decoded strictly, the id checked, and then do runs
+// under the key with the request's fingerprint.
+func keyedWrite[R any](a *api, c *gin.Context, param string, do func(ctx context.Context, req R, id int64, key, hash string) (response, error)) {
+	ir, err := readIdemHeaders(c, idemMode{required: true})
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var req R
+	if err := decode(c, &req, bodyRequired); err != nil {
+		writeError(c, err)
+		return
+	}
+	id, err := pathID(c, param)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
+		return do(ctx, req, id, ir.key, hash)
+	})
 }

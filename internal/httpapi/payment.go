@@ -6,7 +6,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/payment"
 	"github.com/seckill-lab/shop/internal/wire"
 )
@@ -41,31 +40,12 @@ func (r creditRequest) validate() map[string]string {
 }
 
 func (a *api) creditWallet(c *gin.Context) {
-	ir, err := readIdemHeaders(c, idemMode{required: true})
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	var req creditRequest
-	if err := decode(c, &req, bodyRequired); err != nil {
-		writeError(c, err)
-		return
-	}
-	id, err := pathID(c, "user_id")
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	a.idempotently(c, ir, req, func(ctx context.Context, hash string) (response, error) {
-		w, replayed, err := a.payments.Credit(ctx, id, *req.AmountCents, payment.CreditRef(who(c).String(), id, ir.key), hash)
+	keyedWrite(a, c, "user_id", func(ctx context.Context, req creditRequest, id int64, key, hash string) (response, error) {
+		w, replayed, err := a.payments.Credit(ctx, id, *req.AmountCents, payment.CreditRef(who(c).String(), id, key), hash)
 		if err != nil {
 			return response{}, err
 		}
-		r := jsonResponse(http.StatusOK, walletOf(w), "")
-		if replayed {
-			r.header[idem.HeaderReplayed] = "true"
-		}
-		return r, nil
+		return jsonResponse(http.StatusOK, walletOf(w), "").asReplay(replayed), nil
 	})
 }
 
@@ -93,10 +73,6 @@ func (a *api) payOrder(c *gin.Context) {
 		if err != nil {
 			return response{}, err
 		}
-		r := jsonResponse(http.StatusOK, orderOf(res.Order), "")
-		if res.Replayed {
-			r.header[idem.HeaderReplayed] = "true"
-		}
-		return r, nil
+		return jsonResponse(http.StatusOK, orderOf(res.Order), "").asReplay(res.Replayed), nil
 	})
 }
