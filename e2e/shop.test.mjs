@@ -90,6 +90,7 @@ after(async () => {
   if (shop && shop.exitCode === null) {
     shop.kill('SIGTERM');
     await new Promise((r) => { shop.once('exit', r); setTimeout(r, 15_000); });
+    if (shop.exitCode === null && shop.signalCode === null) shop.kill('SIGKILL'); // never leave a stuck shop behind
   }
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
@@ -288,11 +289,11 @@ function recordFrames() {
   });
 }
 
-test('operator: side by side, 300 buyers for 30 units on lock-fence and on naive at once', async () => {
+test('operator: side by side, 1000 buyers for 100 units on lock-fence and on naive at once', async () => {
   await operatorTab();
   await recordFrames();
-  await page.fill('#race-stock', '30');
-  await page.fill('#race-buyers', '300');
+  await page.fill('#race-stock', '100');
+  await page.fill('#race-buyers', '1000');
   await page.fill('#race-conc', '50');
   await page.selectOption('#race-vs', 'naive');
   await expectText('#race-vs-note', /naive: read the stock/);
@@ -305,7 +306,7 @@ test('operator: side by side, 300 buyers for 30 units on lock-fence and on naive
   assert.equal(await page.getAttribute(naive, 'data-strategy'), 'naive');
   await page.waitForSelector(`${safe} .verdict[data-ok]`);
   assert.equal(await page.getAttribute(`${safe} .verdict`, 'data-ok'), 'true', await text(`${safe} .verdict`));
-  assert.equal(await text(`${safe} [data-testid=created]`), '30');
+  assert.equal(await text(`${safe} [data-testid=created]`), '100');
   assert.equal(await text(`${safe} [data-testid=oversold]`), '0');
   assert.equal(await text(`${safe} [data-testid=stock]`), '0');
   await page.waitForSelector(`${safe} .chart svg path.created`);
@@ -315,7 +316,7 @@ test('operator: side by side, 300 buyers for 30 units on lock-fence and on naive
   const n = (t) => text(`${naive} [data-testid=${t}]`).then(Number);
   const [created, stock, oversold] = [await n('created'), await n('stock'), await n('oversold')];
   const naiveOK = await page.getAttribute(`${naive} .verdict`, 'data-ok');
-  assert.equal(naiveOK, String(oversold === 0 && created + stock === 30), `naive: ${created} orders, stock ${stock}, oversold ${oversold}, audit ok ${naiveOK}`);
+  assert.equal(naiveOK, String(oversold === 0 && created + stock === 100), `naive: ${created} orders, stock ${stock}, oversold ${oversold}, audit ok ${naiveOK}`);
   if (oversold > 0) await expectText(`${naive} .verdict`, new RegExp(`oversold by ${oversold}`));
 
   // Every frame the operator saw: a safe side never shows orders + stock
@@ -326,7 +327,7 @@ test('operator: side by side, 300 buyers for 30 units on lock-fence and on naive
     if (f.safe) assert.ok(f.created + f.stock <= f.units, `a frame showed ${JSON.stringify(f)}`);
     if (!f.done) assert.equal(f.oversold, Math.max(0, f.created - f.units), `a frame showed ${JSON.stringify(f)}`);
   }
-  console.log(`side by side: ${frames.length} frames; naive ${created} orders for 30 units, stock ${stock}, oversold ${oversold}`);
+  console.log(`side by side: ${frames.length} frames; naive ${created} orders for 100 units, stock ${stock}, oversold ${oversold}`);
 
   await page.evaluate(() => window.scrollTo(0, 0));
   await checkLayout('operator view at 1280x900');

@@ -234,6 +234,10 @@ func (s *raceSide) sample(ctx context.Context, products *inventory.Service, forc
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snap, s.lastSample = n, now
+	if len(s.series) == 0 && since != nil {
+		// The chart starts where the sale did: nothing sold, every unit on sale.
+		s.series = append(s.series, racePoint{Stock: s.initialStock})
+	}
 	s.series = append(s.series, racePoint{TMS: max(0, now.Sub(t0).Milliseconds()), Sent: n.sent, Created: n.created,
 		SoldOut: n.soldOut, Busy: n.busy, Stock: n.stock})
 	if len(s.series) >= raceMaxSamples {

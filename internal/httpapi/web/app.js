@@ -621,7 +621,7 @@ function renderSide(el, v, s, scale) {
     stat('stock', s.stock, 'stock left', 'stock'),
     stat(s.oversold > 0 ? 'bad' : '', s.oversold, 'oversold units', 'oversold'),
     stat('soldout', s.sold_out, 'sold-out answers', 'soldout'),
-    stat('', `${s.buyers_done}/${v.buyers}`, 'buyers answered', 'done'),
+    stat('', s.buyers_done, `of ${v.buyers} buyers answered`, 'done'),
     stat('', s.busy, '503 busy (retried)', 'busy'),
     stat(s.errors ? 'bad' : '', s.errors, 'errors', 'errors'),
   );
