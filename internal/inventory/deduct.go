@@ -60,6 +60,10 @@ type Taken struct {
 	// ErrSoldOut (nothing was left for it) or ErrInsufficientStock (some
 	// was, not enough).
 	Refused []error
+	// SoldOut: the product is known to have no stock left after the take.
+	// (A take that fitted whole is written without reading the row, so
+	// Product.Stock is then not known and SoldOut false.)
+	SoldOut bool
 }
 
 // Granted is how many wants got their units.
@@ -120,6 +124,9 @@ func allocate(stock int64, wants []Want) (refused []error, total int64) {
 // transaction's snapshot); the UPDATE repeats both conditions, so the
 // database stays the last line of defence even if the read were wrong.
 func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
+	if out, ok, err := s.fencedWhole(tx, t); ok || err != nil {
+		return out, err
+	}
 	p, err := readProduct(tx.Clauses(clause.Locking{Strength: "UPDATE"}), t.ProductID)
 	if err != nil {
 		return Taken{}, err
@@ -127,8 +134,9 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 	if t.Fence > 0 && p.Fence > t.Fence {
 		return Taken{Product: p}, errStaleFence
 	}
+	s.prices.Store(p.ID, p.PriceCents)
 	refused, total := allocate(p.Stock, t.Wants)
-	out := Taken{Product: p, Refused: refused}
+	out := Taken{Product: p, Refused: refused, SoldOut: p.Stock-total <= 0}
 	if total == 0 {
 		return out, nil
 	}
@@ -152,6 +160,29 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 	return out, s.ledger(tx, t, refused)
 }
 
+// fencedWhole is the common case of a sale in progress: the whole batch
+// fits. One fenced conditional UPDATE for all of it, no read first (the
+// price, which never changes, is remembered from an earlier read). ok is
+// false when the product's price is not known yet, or the UPDATE matched no
+// row (not enough stock for all, or a newer fence): the caller then reads
+// the row and decides want by want.
+func (s *Service) fencedWhole(tx *gorm.DB, t Take) (out Taken, ok bool, err error) {
+	price, known := s.prices.Load(t.ProductID)
+	if !known || t.Fence <= 0 {
+		return Taken{}, false, nil
+	}
+	var total int64
+	for _, w := range t.Wants {
+		total += w.Quantity
+	}
+	res := moveStock(tx, t.ProductID, -total, t.Fence)
+	if res.Error != nil || res.RowsAffected != 1 {
+		return Taken{}, false, res.Error
+	}
+	out = Taken{Product: Product{ID: t.ProductID, PriceCents: price.(int64), Fence: t.Fence}, Refused: make([]error, len(t.Wants))}
+	return out, true, s.ledger(tx, t, out.Refused)
+}
+
 // conditional is the lock-free strategy: one guarded UPDATE per want
 // decides; nothing is read first.
 func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
@@ -169,7 +200,7 @@ func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 	if err != nil {
 		return Taken{}, err
 	}
-	out.Product = p
+	out.Product, out.SoldOut = p, p.Stock <= 0
 	for i, err := range out.Refused {
 		if err != nil && p.Stock > 0 {
 			out.Refused[i] = ErrInsufficientStock
@@ -213,6 +244,7 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 		return out, nil
 	}
 	left := p.Stock - total
+	out.SoldOut = left <= 0
 	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, dbx.Now(), t.ProductID).Error; err != nil {
 		return Taken{}, err
 	}

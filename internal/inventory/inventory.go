@@ -112,6 +112,8 @@ type Service struct {
 	log     *slog.Logger
 	metrics *Metrics
 
+	prices sync.Map // product id -> price in cents (a price never changes)
+
 	labMu       sync.RWMutex
 	labStrategy map[int64]string // LAB: per-product override of cfg.Strategy
 }

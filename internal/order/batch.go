@@ -131,10 +131,10 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		if err != nil {
 			return err
 		}
-		var left inventory.Product
+		var soldOut bool
 		for range 3 {
 			err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-				left, err = s.commitTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Seen: seen}, batch, res)
+				soldOut, err = s.commitTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Seen: seen}, batch, res)
 				return err
 			})
 			if !dbx.IsDuplicate(err) {
@@ -143,7 +143,7 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 			// A twin committed by a writer that holds no product lock (the
 			// lock-free lab strategies): the rerun's check finds it.
 		}
-		if err == nil && left.ID != 0 && left.Stock <= 0 {
+		if err == nil && soldOut {
 			// Still under the lock, after COMMIT: no order of this
 			// product can be committed while the book is read.
 			s.learnSoldOut(ctx, productID)
@@ -158,9 +158,9 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 	return res
 }
 
-// commitTx is one batch's transaction. It fills res and returns the product
-// row after the deduction (zero when no stock was asked for).
-func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take, batch []*request, res []result) (inventory.Product, error) {
+// commitTx is one batch's transaction. It fills res and reports whether the
+// product is known to be sold out after it.
+func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take, batch []*request, res []result) (soldOut bool, err error) {
 	first := make(map[string]int, len(batch)) // order number -> its first request in the batch
 	nos := make([]string, 0, len(batch))
 	for i, r := range batch {
@@ -171,7 +171,7 @@ func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take
 	}
 	var found []Order
 	if err := tx.Where("order_no IN ?", nos).Find(&found).Error; err != nil {
-		return inventory.Product{}, err
+		return false, err
 	}
 	existing := make(map[string]Order, len(found))
 	for _, o := range found {
@@ -190,19 +190,19 @@ func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take
 		wants = append(wants, inventory.Want{OrderNo: r.o.OrderNo, Quantity: r.o.Quantity})
 		asked = append(asked, i)
 	}
-	wants, asked, err := s.capUnpaid(tx, batch, wants, asked, res)
+	wants, asked, err = s.capUnpaid(tx, batch, wants, asked, res)
 	if err != nil {
-		return inventory.Product{}, err
+		return false, err
 	}
 	var taken inventory.Taken
 	if len(wants) > 0 {
 		var err error
 		take.Wants = wants
 		if taken, err = s.inv.DeductTx(ctx, tx, take); err != nil {
-			return inventory.Product{}, err
+			return false, err
 		}
 		if err := s.insert(tx, batch, asked, taken, res); err != nil {
-			return inventory.Product{}, err
+			return false, err
 		}
 	}
 	for i, r := range batch {
@@ -210,7 +210,7 @@ func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take
 			res[i] = sameAs(res[j], r.o.RequestHash)
 		}
 	}
-	return taken.Product, nil
+	return taken.SoldOut, nil
 }
 
 // capUnpaid refuses (ErrUnpaidLimit) the wants that would take their
