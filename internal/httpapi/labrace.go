@@ -82,6 +82,10 @@ type raceSide struct {
 	initialStock int64
 	tally        raceTally
 
+	// sampling keeps one sample at a time: the ticker's and the final one
+	// may overlap, and an older snapshot must never land after a newer one.
+	sampling sync.Mutex
+
 	mu         sync.Mutex
 	snap       raceSnapshot // the figures the page shows, all from one sample
 	series     []racePoint
@@ -208,6 +212,8 @@ func (s *raceSide) view(done bool) raceSideView {
 // sample takes a snapshot (counters first, then the stock) and records it,
 // thinning the series so a long race keeps a bounded one.
 func (s *raceSide) sample(ctx context.Context, products *inventory.Service, force bool) {
+	s.sampling.Lock()
+	defer s.sampling.Unlock()
 	now := time.Now()
 	since := s.tally.racingSince.Load()
 	s.mu.Lock()
