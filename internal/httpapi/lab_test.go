@@ -126,7 +126,7 @@ func TestDemoPage(t *testing.T) {
 	}{
 		{"/", "text/html; charset=utf-8", `<script src="/assets/app.js" defer></script>`},
 		{"/assets/app.js", "text/javascript; charset=utf-8", "/api/v1/seckill/"},
-		// The shopper's list hides what lab races create by the name lab.go gives them.
+		// The shopper's list hides what lab races create by the name labrace gives them (labrace.ProductPrefix).
 		{"/assets/app.js", "text/javascript; charset=utf-8", "const LAB_PREFIX = 'Lab race ';"},
 		{"/assets/style.css", "text/css; charset=utf-8", ":root"},
 		{"/assets/favicon.svg", "image/svg+xml", "<svg"},

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -69,7 +70,7 @@ type Recorder struct {
 // NewRecorder starts the clock of a run that plans to send about planned
 // requests (0 when unknown).
 func NewRecorder(planned int) *Recorder {
-	return &Recorder{started: time.Now(), stats: Stats{Planned: planned, ByOutcome: map[string]int{}}}
+	return &Recorder{started: time.Now(), stats: Stats{Planned: planned}}
 }
 
 // Add records one request.
@@ -81,7 +82,7 @@ func (r *Recorder) Add(rec Record) {
 	if rec.Failed() {
 		r.stats.Errors++
 	}
-	r.stats.ByOutcome[Outcome(rec)]++
+	r.stats.Answers.count(rec)
 }
 
 // Stats returns the counters so far.
@@ -89,10 +90,6 @@ func (r *Recorder) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
-	s.ByOutcome = make(map[string]int, len(r.stats.ByOutcome))
-	for k, v := range r.stats.ByOutcome {
-		s.ByOutcome[k] = v
-	}
 	s.Elapsed = time.Since(r.started)
 	if sec := s.Elapsed.Seconds(); sec > 0 {
 		s.Rate = float64(s.Done) / sec
@@ -111,12 +108,39 @@ func (r *Recorder) Records() []Record {
 
 // Stats are the live counters of a run, for progress lines.
 type Stats struct {
-	Planned   int            `json:"planned"`
-	Done      int            `json:"done"`
-	Errors    int            `json:"errors"` // no answer, or 5xx other than busy
-	Rate      float64        `json:"rate"`   // requests per second so far
-	Elapsed   time.Duration  `json:"elapsed_ns"`
-	ByOutcome map[string]int `json:"by_outcome"`
+	Planned int           `json:"planned"`
+	Done    int           `json:"done"`
+	Errors  int           `json:"errors"` // no answer, or 5xx other than busy
+	Rate    float64       `json:"rate"`   // requests per second so far
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Answers Answers       `json:"answers"`
+}
+
+// Answers counts the answers a live view of a race shows, by kind: typed
+// counters, so no reader parses outcome strings.
+type Answers struct {
+	Created  int `json:"created"`  // 201: a new order
+	Replayed int `json:"replayed"` // 200 with Idempotent-Replayed: the first order again
+	SoldOut  int `json:"sold_out"` // 409 sold_out
+	Busy     int `json:"busy"`     // 503 busy (the buyer sends again)
+}
+
+// count adds one record's answer (what Outcome names "201", "200 replay",
+// "409 sold_out" and "503 busy").
+func (a *Answers) count(r Record) {
+	switch {
+	case r.Status == 0:
+	case r.Replayed:
+		if r.Status == http.StatusOK {
+			a.Replayed++
+		}
+	case r.Status == http.StatusCreated && r.Code == "":
+		a.Created++
+	case r.Status == http.StatusConflict && r.Code == "sold_out":
+		a.SoldOut++
+	case r.Status == http.StatusServiceUnavailable && r.Code == "busy":
+		a.Busy++
+	}
 }
 
 // Outcome names a record's answer for counting: "201", "200 replay",

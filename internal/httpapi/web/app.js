@@ -213,7 +213,7 @@ async function pollProducts() {
   renderProducts();
 }
 
-// Lab race products (lab.go's labProductPrefix) are bought by simulated
+// Lab race products (labrace.ProductPrefix) are bought by simulated
 // buyers; the shopper's list leaves them out unless asked to show them.
 const LAB_PREFIX = 'Lab race ';
 const isLab = (p) => p.name.startsWith(LAB_PREFIX);
