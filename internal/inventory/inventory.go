@@ -321,26 +321,27 @@ func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pause lab
 
 // holding is one hold of the product lock around fn.
 func (s *Service) holding(ctx context.Context, id int64, opts lockx.AcquireOptions, paused bool, fn func(ctx context.Context, fence int64) error) error {
-	l, err := s.locks.Acquire(ctx, lockKey(id), opts)
-	if errors.Is(err, lockx.ErrNotObtained) {
+	err := s.locks.Do(ctx, lockKey(id), opts, func(lctx context.Context, fence int64) error {
+		if paused {
+			lctx = ctx
+		}
+		return fn(lctx, fence)
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lockx.ErrNotObtained):
 		s.metrics.busy()
 		return ErrBusy
-	}
-	if err != nil {
+	case errors.Is(err, lockx.ErrLostBeforeRelease):
+		// Committed, fenced: it stands. Counted, since it means the TTL is
+		// too short for the work or the holder was paused.
+		s.metrics.releaseFailed()
+		s.log.Warn("product lock was lost before release", "product_id", id, "err", err)
+		return nil
+	case errors.Is(err, errStaleFence):
 		return err
-	}
-	defer func() {
-		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
-			s.metrics.releaseFailed()
-			s.log.Warn("product lock was lost before release", "product_id", id, "fence", l.Fence(), "err", err)
-		}
-	}()
-	wctx := l.Context()
-	if paused {
-		wctx = ctx
-	}
-	err = fn(wctx, l.Fence())
-	if err != nil && !paused && errors.Is(context.Cause(l.Context()), lockx.ErrNotHeld) {
+	case errors.Is(err, lockx.ErrNotHeld) && !paused:
 		s.log.Warn("product lock lost before commit; nothing was written", "product_id", id, "err", err)
 		return ErrBusy
 	}

@@ -305,22 +305,18 @@ var errLockLost = fmt.Errorf("%w: the account lock was lost before COMMIT", ErrB
 // locked runs fn holding the user's account lock with the watchdog on, and
 // releases it only after fn returned (after its transaction committed).
 func (s *Service) locked(ctx context.Context, userID int64, fn func(ctx context.Context, fence int64) error) error {
-	l, err := s.locks.Acquire(ctx, AccountLockKey(userID), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: true})
-	if errors.Is(err, lockx.ErrNotObtained) {
+	err := s.locks.Do(ctx, AccountLockKey(userID), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: true}, fn)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lockx.ErrNotObtained):
 		s.metrics.busy()
 		return ErrBusy
-	}
-	if err != nil {
-		return fmt.Errorf("account lock: %w", err)
-	}
-	defer func() {
-		if err := l.Release(ctx); err != nil {
-			s.log.Warn("account lock release failed", "user_id", userID, "err", err)
-		}
-	}()
-	err = fn(l.Context(), l.Fence())
-	if err != nil && l.Context().Err() != nil && !errors.Is(context.Cause(l.Context()), lockx.ErrReleased) {
-		s.log.Error("account lock lost inside a payment; rolled back", "user_id", userID, "cause", context.Cause(l.Context()), "err", err)
+	case errors.Is(err, lockx.ErrLostBeforeRelease):
+		s.log.Warn("account lock was lost before release (the payment committed; its guarded updates stand)", "user_id", userID, "err", err)
+		return nil
+	case errors.Is(err, lockx.ErrNotHeld):
+		s.log.Error("account lock lost inside a payment; rolled back", "user_id", userID, "err", err)
 		return errLockLost
 	}
 	return err

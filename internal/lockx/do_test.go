@@ -1,0 +1,67 @@
+package lockx
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// Do reports each way a hold can end, one way each.
+func TestDo(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	c := newTestClient(t, rdb, Options{})
+	ctx := context.Background()
+	boom := errors.New("boom")
+	tests := []struct {
+		name  string
+		key   string
+		setup func(t *testing.T, key string)
+		fn    func(ctx context.Context, fence int64) error
+		want  []error // errors.Is targets; nil: no error
+	}{
+		{name: "work done", key: "do:ok", fn: func(context.Context, int64) error { return nil }},
+		{name: "work failed", key: "do:fail", fn: func(context.Context, int64) error { return boom }, want: []error{boom}},
+		{name: "lock taken", key: "do:taken",
+			setup: func(t *testing.T, key string) {
+				if _, err := c.Acquire(ctx, key, AcquireOptions{TTL: 10 * time.Second}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			fn: func(context.Context, int64) error { t.Error("fn ran without the lock"); return nil }, want: []error{ErrNotObtained}},
+		{name: "lost while working", key: "do:lost",
+			fn: func(lctx context.Context, _ int64) error {
+				<-lctx.Done() // the hold expires: 200 ms, no watchdog
+				return lctx.Err()
+			}, want: []error{ErrNotHeld, context.Canceled}},
+		{name: "lost before release", key: "do:late",
+			fn: func(context.Context, int64) error {
+				time.Sleep(400 * time.Millisecond) // past the TTL, not watching the context
+				return nil
+			}, want: []error{ErrLostBeforeRelease}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.setup != nil {
+				tt.setup(t, tt.key)
+			}
+			fence := int64(-1)
+			err := c.Do(ctx, tt.key, AcquireOptions{TTL: 200 * time.Millisecond}, func(lctx context.Context, f int64) error {
+				fence = f
+				return tt.fn(lctx, f)
+			})
+			if len(tt.want) == 0 && err != nil {
+				t.Fatalf("Do: %v, want nil", err)
+			}
+			for _, w := range tt.want {
+				if !errors.Is(err, w) {
+					t.Errorf("Do: %v, want it to match %v", err, w)
+				}
+			}
+			if tt.name == "work done" && fence <= 0 {
+				t.Errorf("fn got fence %d, want a positive fencing token", fence)
+			}
+		})
+	}
+}
