@@ -42,27 +42,12 @@ func (r response) write(c *gin.Context) {
 	c.Abort()
 }
 
-// storedCodes are the business outcomes a stored idempotency record may
-// replay (docs/api.md); 2xx are stored too. Everything else frees the key.
-var storedCodes = map[string]bool{
-	"not_found": true, "insufficient_stock": true, "insufficient_funds": true,
-	"already_paid": true, "invalid_state": true,
-}
-
-// render turns a handler's outcome into bytes, and says whether it is a
-// final outcome worth storing.
-func render(c *gin.Context, r response, err error) (response, bool) {
-	if err == nil {
-		return r, r.status >= 200 && r.status < 300
+// answer turns a handler's outcome into the bytes it sends.
+func answer(c *gin.Context, r response, err error) response {
+	if err != nil {
+		return problemResponse(c, err)
 	}
-	p := problemOf(c, err)
-	logFailure(c, p, err)
-	b := mustJSON(p)
-	h := map[string]string{"Content-Type": "application/problem+json"}
-	if ra := retryAfter[p.Code]; ra != "" {
-		h["Retry-After"] = ra
-	}
-	return response{status: p.Status, header: h, body: b}, storedCodes[p.Code]
+	return r
 }
 
 // orderFormPurpose is the purpose of the form tokens that regular orders
@@ -139,14 +124,13 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 		writeError(c, err)
 		return
 	}
-	run := func() (response, bool) {
+	run := func() response {
 		r, err := work(ctx, fp)
-		return render(c, r, err)
+		return answer(c, r, err)
 	}
 	switch {
 	case a.noIdem || (ir.key == "" && ir.formToken == ""):
-		r, _ := run()
-		r.write(c)
+		run().write(c)
 	case ir.formToken != "":
 		consumed, err := a.tokens.Consume(ctx, who(c).String(), ir.purpose, ir.formToken)
 		if err != nil {
@@ -159,42 +143,30 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 				_ = consumed.Restore(context.WithoutCancel(ctx))
 			}
 		}()
-		r, _ := run()
+		r := run()
 		done = r.status < 500
 		r.write(c)
 	default:
 		scope := idem.Scope(who(c).String(), c.Request.Method, c.Request.URL.Path, ir.key)
-		claim, rec, err := a.idem.Claim(ctx, scope, fp)
+		var fresh response
+		done, err := a.idem.Do(ctx, scope, fp, func(context.Context) idem.Record {
+			fresh = run()
+			return idem.Record{Status: fresh.status, Header: fresh.header, Body: fresh.body}
+		})
 		switch {
 		case err != nil && unavailable(err):
 			logger(c).Warn("idempotency claim not made: Redis did not answer; the database record decides", "err", err)
-			r, _ := run()
-			r.write(c)
-			return
+			run().write(c)
 		case err != nil:
 			writeError(c, err)
-			return
-		case rec != nil:
-			response{status: rec.Status, header: rec.Header, body: rec.Body}.asReplay(true).write(c)
-			return
-		}
-		finished := false
-		defer func() {
-			if !finished { // panic: free the key so the client can retry
-				_ = claim.Release(context.WithoutCancel(ctx))
+		case done.Replayed:
+			response{status: done.Record.Status, header: done.Record.Header, body: done.Record.Body}.asReplay(true).write(c)
+		default:
+			if done.Unsaved != nil {
+				logger(c).Warn("idempotency record not kept or freed", "err", done.Unsaved)
 			}
-		}()
-		r, store := run()
-		finished = true
-		bg := context.WithoutCancel(ctx)
-		if store {
-			if err := claim.Complete(bg, idem.Record{Status: r.status, Header: r.header, Body: r.body}); err != nil {
-				logger(c).Warn("idempotency record not stored", "err", err)
-			}
-		} else if err := claim.Release(bg); err != nil {
-			logger(c).Warn("idempotency claim not released", "err", err)
+			fresh.write(c)
 		}
-		r.write(c)
 	}
 }
 

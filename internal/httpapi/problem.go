@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -175,13 +174,23 @@ func problemOf(c *gin.Context, err error) wire.Problem {
 }
 
 // writeError is the only way handlers answer with an error.
-func writeError(c *gin.Context, err error) {
+func writeError(c *gin.Context, err error) { problemResponse(c, err).write(c) }
+
+// problemResponse renders err as the problem+json answer writeError sends
+// (and an idempotency record keeps), logging what deserves it.
+func problemResponse(c *gin.Context, err error) response {
 	p := problemOf(c, err)
 	logFailure(c, p, err)
-	if ra := retryAfter[p.Code]; ra != "" {
-		c.Header("Retry-After", ra)
+	if p.Code == "sold_out" {
+		// The answer most buyers of a sale get: the access log keeps it
+		// at debug, or it would bury everything else.
+		c.Set(ctxQuiet, true)
 	}
-	writeProblem(c, p)
+	h := map[string]string{"Content-Type": "application/problem+json"}
+	if ra := retryAfter[p.Code]; ra != "" {
+		h["Retry-After"] = ra
+	}
+	return response{status: p.Status, header: h, body: mustJSON(p)}
 }
 
 // logFailure logs a 5xx: an unexpected error at ERROR, a dependency that did
@@ -197,20 +206,6 @@ func logFailure(c *gin.Context, p wire.Problem, err error) {
 		}
 		logger(c).Warn("dependency unavailable", "err", err)
 	}
-}
-
-func writeProblem(c *gin.Context, p wire.Problem) {
-	if p.Code == "sold_out" {
-		// The answer most buyers of a sale get: the access log keeps it
-		// at debug, or it would bury everything else.
-		c.Set(ctxQuiet, true)
-	}
-	b := mustJSON(p)
-	c.Header("Content-Type", "application/problem+json")
-	c.Header("Content-Length", strconv.Itoa(len(b)))
-	c.Status(p.Status)
-	_, _ = c.Writer.Write(b)
-	c.Abort()
 }
 
 // mustJSON encodes the API's own view types, which cannot fail to encode.

@@ -144,20 +144,21 @@ func lengthPrefixed(dst []byte, parts ...string) []byte {
 	return dst
 }
 
-// ShouldStore reports whether a response is a final outcome worth replaying:
-// every 2xx, and every 4xx except those that say the request itself could
-// not be judged yet or may succeed when simply sent again: 400 (invalid
-// request), 401, 403 (credentials), 408 (timeout), 413 (too large) and 429
-// (rate limited). 1xx, 3xx and 5xx are never stored: a 5xx or 503 busy frees
-// the key so a retry runs. Hosts with finer rules (say, by error code) can
-// pass their own function to the middleware.
+// ShouldStore is the one storage policy: whether a response is a final
+// outcome worth replaying. Every 2xx, and every 4xx except those that say
+// the request itself could not be judged yet or may succeed when simply sent
+// again: 400 (invalid request), 401, 403 (credentials), 408 (timeout), 413
+// (too large), 422 (the key was used for another request: an idempotency
+// error, never an outcome) and 429 (rate limited). 1xx, 3xx and 5xx are never
+// stored: a 5xx or 503 busy frees the key so a retry runs. (409 "in use" and
+// 422 "reused" from the claim itself never reach the store.)
 func ShouldStore(status int) bool {
 	switch {
 	case status >= 200 && status < 300:
 		return true
 	case status >= 400 && status < 500:
 		switch status {
-		case 400, 401, 403, 408, 413, 429:
+		case 400, 401, 403, 408, 413, 422, 429:
 			return false
 		}
 		return true

@@ -130,7 +130,7 @@ func TestShouldStore(t *testing.T) {
 	for status, want := range map[int]bool{
 		100: false, 200: true, 201: true, 204: true, 302: false,
 		400: false, 401: false, 402: true, 403: false, 404: true, 408: false,
-		409: true, 410: true, 413: false, 422: true, 429: false,
+		409: true, 410: true, 413: false, 422: false, 429: false,
 		500: false, 502: false, 503: false,
 	} {
 		if got := ShouldStore(status); got != want {

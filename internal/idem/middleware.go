@@ -27,11 +27,9 @@ type MiddlewareOptions struct {
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 	// OnStoreError hears of a failed Complete or Release after the handler
 	// ran (the response is already sent); ErrClaimLost means Lease is too
-	// short. Default: ignored.
+	// short. Default: ignored. Which statuses are kept is ShouldStore's
+	// call, the one policy.
 	OnStoreError func(r *http.Request, err error)
-	// ShouldStore decides which statuses are kept for replay; default
-	// ShouldStore. Others release the key.
-	ShouldStore func(status int) bool
 	// Headers are the response headers kept and replayed; default
 	// Content-Type and Location.
 	Headers []string
@@ -50,8 +48,8 @@ const pollInterval = 50 * time.Millisecond
 // body) is stored if ShouldStore says so; the same request again gets those
 // bytes back with Idempotent-Replayed: true. The body is read once to take
 // the fingerprint and handed to the handler unchanged; limit its size
-// upstream (http.MaxBytesReader). A panic or an unstored status releases
-// the key, and the panic goes on.
+// upstream (http.MaxBytesReader). It is Store.Do around an http.Handler: a
+// panic or an unstored status releases the key, and the panic goes on.
 func Middleware(s *Store, o MiddlewareOptions) func(http.Handler) http.Handler {
 	if o.Route == nil {
 		o.Route = func(r *http.Request) string { return r.URL.Path }
@@ -64,9 +62,6 @@ func Middleware(s *Store, o MiddlewareOptions) func(http.Handler) http.Handler {
 	}
 	if o.OnStoreError == nil {
 		o.OnStoreError = func(*http.Request, error) {}
-	}
-	if o.ShouldStore == nil {
-		o.ShouldStore = ShouldStore
 	}
 	if o.Headers == nil {
 		o.Headers = []string{"Content-Type", "Location"}
@@ -94,39 +89,31 @@ func Middleware(s *Store, o MiddlewareOptions) func(http.Handler) http.Handler {
 				o.OnError(w, r, err)
 				return
 			}
-			claim, rec, err := claimWaiting(r.Context(), s, Scope(o.Principal(r), r.Method, route, key), fp, o.Wait)
+			scope := Scope(o.Principal(r), r.Method, route, key)
+			done, err := doWaiting(r.Context(), s, scope, fp, o.Wait, func(context.Context) Record { return o.record(w, r, next) })
 			if err != nil {
 				o.OnError(w, r, err)
 				return
 			}
-			if rec != nil {
-				replay(w, rec)
+			if done.Replayed {
+				replay(w, &done.Record)
 				return
 			}
-			o.serve(w, r, next, claim)
+			if done.Unsaved != nil {
+				o.OnStoreError(r, done.Unsaved)
+			}
 		})
 	}
 }
 
-func (o *MiddlewareOptions) serve(w http.ResponseWriter, r *http.Request, next http.Handler, claim *Claim) {
-	// Frees the key when nothing is stored, when the handler panics (the
-	// panic goes on) or when Complete failed; a no-op after Complete.
-	defer func() {
-		ctx, cancel := storeContext(r)
-		defer cancel()
-		if err := claim.Release(ctx); err != nil {
-			o.OnStoreError(r, err)
-		}
-	}()
+// record runs the handler, passing its response through, and returns a
+// copy of it as a Record (the kept headers only).
+func (o *MiddlewareOptions) record(w http.ResponseWriter, r *http.Request, next http.Handler) Record {
 	rw := &recorder{ResponseWriter: w}
 	next.ServeHTTP(rw, r)
-
 	status := rw.status
 	if status == 0 {
 		status = http.StatusOK
-	}
-	if !o.ShouldStore(status) {
-		return
 	}
 	h := rw.header
 	if h == nil { // nothing written: net/http sends 200 with these headers
@@ -138,17 +125,7 @@ func (o *MiddlewareOptions) serve(w http.ResponseWriter, r *http.Request, next h
 			rec.Header[name] = v
 		}
 	}
-	ctx, cancel := storeContext(r)
-	defer cancel()
-	if err := claim.Complete(ctx, rec); err != nil {
-		o.OnStoreError(r, err)
-	}
-}
-
-// storeContext bounds a write that must not depend on the client staying
-// connected.
-func storeContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	return rec
 }
 
 // parseKeyValues accepts exactly one header line; two are ambiguous.
@@ -176,20 +153,20 @@ func readBody(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-// claimWaiting is Store.Claim that, for up to wait, polls a key in flight.
-func claimWaiting(ctx context.Context, s *Store, scope, fp string, wait time.Duration) (*Claim, *Record, error) {
+// doWaiting is Store.Do that, for up to wait, polls a key in flight.
+func doWaiting(ctx context.Context, s *Store, scope, fp string, wait time.Duration, work func(context.Context) Record) (Done, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		c, rec, err := s.Claim(ctx, scope, fp)
+		done, err := s.Do(ctx, scope, fp, work)
 		left := time.Until(deadline)
 		if !errors.Is(err, ErrInUse) || left <= 0 {
-			return c, rec, err
+			return done, err
 		}
 		t := time.NewTimer(min(left, pollInterval))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, nil, err
+			return Done{}, err
 		case <-t.C:
 		}
 	}

@@ -210,3 +210,48 @@ func (c *Claim) Release(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Done is what Do did.
+type Done struct {
+	// Record is the answer: the one work made, or, when Replayed, the one
+	// stored by the first request with this key.
+	Record   Record
+	Replayed bool
+	// Unsaved is set when keeping or freeing the key failed after work
+	// ran: the answer stands, but a retry may find the key still in flight
+	// until the lease ends, or run the work again (guard it in the database).
+	Unsaved error
+}
+
+// Do is the one idempotency flow, framework-neutral: claim the key for this
+// request (scope and fingerprint), run work once, keep its Record for replay
+// when ShouldStore says so or free the key otherwise, and answer a repeat
+// with the kept Record. A panic in work frees the key and goes on.
+//
+// Errors, all before work ran: ErrInUse (the first request is in flight),
+// ErrFingerprintMismatch (the key was used for another request), or Redis's.
+func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx context.Context) Record) (Done, error) {
+	claim, rec, err := s.Claim(ctx, scope, fingerprint)
+	if err != nil {
+		return Done{}, err
+	}
+	if rec != nil {
+		return Done{Record: *rec, Replayed: true}, nil
+	}
+	finished := false
+	defer func() {
+		if !finished { // panic: free the key so the client can retry
+			_ = claim.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	out := Done{Record: work(ctx)}
+	finished = true
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if ShouldStore(out.Record.Status) {
+		out.Unsaved = claim.Complete(bg, out.Record)
+	} else {
+		out.Unsaved = claim.Release(bg)
+	}
+	return out, nil
+}
