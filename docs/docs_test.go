@@ -424,29 +424,52 @@ func commentsCount(path string) bool {
 }
 
 // symbolAt reports whether sym is on lines from..to (1-based) of a file,
-// and the nearest line that has it: code before comments, so that a link
-// that drifted onto a doc comment is moved to the code it means.
+// and the line a link naming it should point at: code before comments (a
+// link that drifted onto a doc comment moves to the code it means), and, for
+// a bare identifier ("Seckill", "fenced"), its declaration when the file has
+// one, else the nearest line that has it. An identifier matches as a whole
+// word: "Seckill" is not on a line that only says "SeckillNo".
 func symbolAt(lines []string, sym string, from, to int, comments bool) (bool, int) {
 	isComment := func(s string) bool {
 		t := strings.TrimSpace(s)
 		return strings.HasPrefix(t, "//") || strings.HasPrefix(t, "--") || strings.HasPrefix(t, "#") || strings.HasPrefix(t, "*")
 	}
-	inCode := slices.ContainsFunc(lines, func(s string) bool { return strings.Contains(s, sym) && !isComment(s) })
+	has := func(s string) bool { return strings.Contains(s, sym) }
+	var decl *regexp.Regexp
+	if identRE.MatchString(sym) {
+		word := regexp.MustCompile(`(^|[^A-Za-z0-9_])` + regexp.QuoteMeta(sym) + `($|[^A-Za-z0-9_])`)
+		has = word.MatchString
+		if !strings.Contains(sym, ".") {
+			q := regexp.QuoteMeta(sym)
+			decl = regexp.MustCompile(`^\s*(func\s+(\([^)]*\)\s*)?` + q + `\b|type\s+` + q + `\b|var\s+` + q + `\b|const\s+` + q + `\b|` + q + `\s*(=|:=)\s)`)
+		}
+	}
+	inCode := slices.ContainsFunc(lines, func(s string) bool { return has(s) && !isComment(s) })
 	if !inCode && !comments {
 		return false, 0
 	}
-	ok := func(s string) bool { return strings.Contains(s, sym) && (!inCode || !isComment(s)) }
+	ok := func(s string) bool { return has(s) && (!inCode || !isComment(s)) }
 	if slices.ContainsFunc(lines[from-1:to], ok) {
 		return true, from
 	}
-	nearest := 0
-	for i, s := range lines {
-		if ok(s) && (nearest == 0 || abs(i+1-from) < abs(nearest-from)) {
-			nearest = i + 1
+	nearest := func(match func(string) bool) int {
+		n := 0
+		for i, s := range lines {
+			if match(s) && (n == 0 || abs(i+1-from) < abs(n-from)) {
+				n = i + 1
+			}
+		}
+		return n
+	}
+	if decl != nil {
+		if n := nearest(decl.MatchString); n != 0 {
+			return false, n
 		}
 	}
-	return false, nearest
+	return false, nearest(ok)
 }
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
 
 func abs(n int) int {
 	if n < 0 {
