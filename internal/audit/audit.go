@@ -11,13 +11,14 @@ package audit
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/seckill-lab/shop/internal/dbx"
 )
 
 // ErrNotFound is returned when Options.ProductID names no product, so the
@@ -158,11 +159,7 @@ func Check(ctx context.Context, db *gorm.DB, o Options) (Report, error) {
 // SQLite driver takes no transaction options and its transactions are
 // serializable anyway.
 func snapshot(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
-	var opts *sql.TxOptions
-	if db.Dialector != nil && db.Dialector.Name() == "mysql" {
-		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
-	}
-	err := db.WithContext(ctx).Transaction(fn, opts)
+	err := dbx.ReadTx(ctx, db, fn)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("audit: %w", err)
 	}

@@ -25,9 +25,14 @@ const maxAttempts = 5
 // nothing was committed, so fn runs again in a new transaction after a short
 // jittered pause. fn must therefore derive everything it writes from what it
 // reads inside the transaction.
+//
+// Every transaction in the shop takes this one shape: the caller opens it
+// with a function, and lower packages offer ...Tx functions that take the
+// *gorm.DB of the transaction they run in. TxOnce and ReadTx are the same
+// shape for a caller that reruns on its own terms and for a consistent read.
 func Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
 	for attempt := 1; ; attempt++ {
-		err := db.WithContext(ctx).Transaction(fn)
+		err := TxOnce(ctx, db, fn)
 		if err == nil || attempt == maxAttempts || !Retryable(err) {
 			return err
 		}
@@ -38,6 +43,22 @@ func Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
 		case <-time.After(pause):
 		}
 	}
+}
+
+// TxOnce runs fn in one transaction, never again: for a caller whose own
+// loop decides what is run again (one retry layer, not two nested).
+func TxOnce(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	return db.WithContext(ctx).Transaction(fn)
+}
+
+// ReadTx runs fn in one read-only transaction, so every query in it sees the
+// same committed state: a repeatable-read snapshot on MySQL/MariaDB (SQLite
+// takes no transaction options; its transactions are serializable anyway).
+func ReadTx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	if db.Dialector != nil && db.Dialector.Name() == "mysql" {
+		return db.WithContext(ctx).Transaction(fn, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	}
+	return db.WithContext(ctx).Transaction(fn)
 }
 
 // Retryable reports whether err aborted a transaction that may simply be

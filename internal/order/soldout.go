@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/inventory"
 )
 
@@ -133,7 +134,7 @@ func (s *Service) learnSoldOut(ctx context.Context, id int64) {
 	gen := s.book.generation(id)
 	e := &soldOut{buyers: map[int64]string{}}
 	var stock int64
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := dbx.ReadTx(ctx, s.db, func(tx *gorm.DB) error {
 		var p inventory.Product
 		if err := tx.Take(&p, id).Error; err != nil {
 			return err

@@ -380,7 +380,7 @@ func rerun(ctx context.Context, what string, attempt func() error) error {
 // (dbx.Tx reruns deadlock victims itself; under rerun that would nest, up to
 // 25 transactions under one account lock.)
 func (s *Service) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return s.db.WithContext(ctx).Transaction(fn)
+	return dbx.TxOnce(ctx, s.db, fn)
 }
 
 func outcomeOf(res Result, err error) string {
