@@ -239,7 +239,7 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 	}
 	p := *t.Seen
 	refused, total := allocate(p.Stock, t.Wants)
-	out := Taken{Product: p, Refused: refused}
+	out := Taken{Product: p, Refused: refused, SoldOut: p.Stock-total <= 0}
 	if total == 0 {
 		return out, nil
 	}
