@@ -45,26 +45,33 @@ type coalescer struct {
 	window time.Duration
 	run    func(productID int64, batch []*request)
 
-	mu     sync.Mutex
-	queues map[int64][]*request // a key is present while its leader runs
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	queues  map[int64][]*request // a key is present while its leader runs
+	closing bool                 // wait was called: no new leaders
+	wg      sync.WaitGroup
 }
 
 func newCoalescer(max int, window time.Duration, run func(int64, []*request)) *coalescer {
 	return &coalescer{max: max, window: window, run: run, queues: map[int64][]*request{}}
 }
 
-// submit queues r; r.done receives its result.
-func (c *coalescer) submit(r *request) {
+// submit queues r; r.done receives its result. It returns false, queueing
+// nothing, once wait was called (a request that outlived the server's
+// shutdown wait): the caller then places r alone.
+func (c *coalescer) submit(r *request) bool {
 	id := r.o.ProductID
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	q, leading := c.queues[id]
+	if !leading && c.closing {
+		return false
+	}
 	c.queues[id] = append(q, r)
 	if !leading {
 		c.wg.Add(1)
 		go c.lead(id)
 	}
-	c.mu.Unlock()
+	return true
 }
 
 // lead drains id's queue batch by batch and ends when it is empty.
@@ -89,19 +96,32 @@ func (c *coalescer) lead(id int64) {
 	}
 }
 
-// wait returns when every leader has finished.
-func (c *coalescer) wait() { c.wg.Wait() }
+// wait returns when every leader has finished; no new leader starts after
+// it was called.
+func (c *coalescer) wait() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}
 
-// runBatch places a batch and answers each of its requests.
+// runBatch is a leader's turn: place the batch, answer each request, and
+// write the processed markers off the leader's path, so the next batch does
+// not wait for Redis. (Only leaders call it: a leader holds a count of the
+// coalescer's WaitGroup, so this Go happens before any Wait can return.)
 func (s *Service) runBatch(productID int64, batch []*request) {
+	res := s.answerBatch(productID, batch)
+	s.batches.wg.Go(func() { s.markAll(res) })
+}
+
+// answerBatch places a batch and answers each of its requests.
+func (s *Service) answerBatch(productID int64, batch []*request) []result {
 	s.metrics.batched(len(batch))
 	res := s.placeSafely(productID, batch)
 	for i, r := range batch {
 		r.done <- res[i]
 	}
-	// The markers are a filter in front of the database: written off the
-	// leader's path, so the next batch does not wait for Redis.
-	s.batches.wg.Go(func() { s.markAll(res) })
+	return res
 }
 
 // placeSafely is placeBatch with a panic turned into every request's error:

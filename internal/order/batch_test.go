@@ -206,3 +206,22 @@ func TestBatchUnpaidCap(t *testing.T) {
 		t.Errorf("a repeat of an order the user holds: %+v; want its replay, never the cap", got[3])
 	}
 }
+
+// A request that arrives after Wait (one that outlived the server's
+// shutdown wait) is placed alone, not queued for a leader no one waits for.
+func TestPlaceAfterWait(t *testing.T) {
+	t.Parallel()
+	f := newBatchFixture(t)
+	s := f.service(t, inventory.Config{})
+	id := f.product(t, s, 2)
+	s.Wait()
+	if _, created, err := s.Seckill(context.Background(), 1, id); err != nil || !created {
+		t.Fatalf("seckill after Wait: created %v, %v", created, err)
+	}
+	s.batches.mu.Lock()
+	queued := len(s.batches.queues)
+	s.batches.mu.Unlock()
+	if queued != 0 {
+		t.Errorf("%d queues after Wait, want none", queued)
+	}
+}

@@ -199,10 +199,9 @@ func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
 		return Order{}, false, err
 	}
 	r := &request{o: o, done: make(chan result, 1)}
-	if s.cfg.BatchMax > 1 && inventory.Locks(s.inv.StrategyOf(o.ProductID)) {
-		s.batches.submit(r)
-	} else {
-		s.runBatch(o.ProductID, []*request{r})
+	coalesce := s.cfg.BatchMax > 1 && inventory.Locks(s.inv.StrategyOf(o.ProductID))
+	if !coalesce || !s.batches.submit(r) {
+		s.markAll(s.answerBatch(o.ProductID, []*request{r}))
 	}
 	res := <-r.done
 	s.inv.Settle(ctx, admitted, res.created)
