@@ -196,7 +196,9 @@ func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 			out.Refused[i] = ErrSoldOut // refined below, once the row is read
 		}
 	}
-	p, err := readProduct(tx, t.ProductID)
+	// A locking read: the row as committed now, not the transaction's
+	// snapshot (MySQL's REPEATABLE READ), to tell sold out from not enough.
+	p, err := readProduct(tx.Clauses(clause.Locking{Strength: "UPDATE"}), t.ProductID)
 	if err != nil {
 		return Taken{}, err
 	}
@@ -234,8 +236,12 @@ func moveStock(tx *gorm.DB, id, delta, fence int64) *gorm.DB {
 // (naive) concurrent buyers overwrite each other; with a lock but no fence
 // (lock) a holder paused past its TTL does.
 func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
-	if t.Seen == nil {
-		return Taken{}, errors.New("inventory: read-modify-write without Prepare's read")
+	if t.Seen == nil { // the strategy changed since Prepare (a lab switch)
+		seen, err := readProduct(tx, t.ProductID)
+		if err != nil {
+			return Taken{}, err
+		}
+		t.Seen = &seen
 	}
 	p := *t.Seen
 	refused, total := allocate(p.Stock, t.Wants)
@@ -244,7 +250,6 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 		return out, nil
 	}
 	left := p.Stock - total
-	out.SoldOut = left <= 0
 	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, dbx.Now(), t.ProductID).Error; err != nil {
 		return Taken{}, err
 	}

@@ -124,6 +124,14 @@ func (s *Service) answerBatch(productID int64, batch []*request) []result {
 	return res
 }
 
+// batchAttempts bounds how often one batch's transaction runs; the last
+// failure answers ErrBusy (nothing changed, retry).
+const batchAttempts = 5
+
+// batchTxTimeout bounds a batch's transaction once it no longer runs on the
+// lock's context.
+const batchTxTimeout = 30 * time.Second
+
 // placeSafely is placeBatch with a panic turned into every request's error:
 // a leader runs outside any request, where no HTTP recovery would catch it,
 // and its waiting requests must still be answered.
@@ -151,17 +159,33 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		if err != nil {
 			return err
 		}
+		if fence > 0 {
+			// Checked once before BEGIN; from here the fence guards the
+			// write. A hold lost during COMMIT must not cancel it midway,
+			// or the outcome is unknown and sold units are reported unsold.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), batchTxTimeout)
+			defer cancel()
+		}
 		var soldOut bool
-		for range 3 {
-			err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		for attempt := 1; ; attempt++ {
+			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
 				soldOut, err = s.commitTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Seen: seen}, batch, res)
 				return err
 			})
-			if !dbx.IsDuplicate(err) {
+			// One retry layer: a deadlock victim, or a twin committed by a
+			// writer that holds no product lock (the lock-free lab
+			// strategies), whose rerun's check then finds it.
+			if !dbx.Retryable(err) && !dbx.IsDuplicate(err) {
 				break
 			}
-			// A twin committed by a writer that holds no product lock (the
-			// lock-free lab strategies): the rerun's check finds it.
+			if attempt == batchAttempts {
+				err = fmt.Errorf("%w: the batch kept meeting concurrent writers: %w", inventory.ErrBusy, err)
+				break
+			}
 		}
 		if err == nil && soldOut {
 			// Still under the lock, after COMMIT: no order of this

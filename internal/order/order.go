@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
@@ -181,7 +182,7 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 		if !errors.Is(err, ErrNotFound) {
 			return Order{}, false, err
 		}
-		if s.book.get(productID) != nil {
+		if s.soldOutEntry(ctx, productID) != nil {
 			s.metrics.fastPath()
 			return Order{}, false, inventory.ErrSoldOut
 		}
@@ -293,7 +294,7 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string, wait inven
 					return tx.Where("order_no = ?", o.OrderNo).Take(&out).Error
 				}
 				// 0 rows: decide by re-reading, never by assuming.
-				if err := tx.Where("order_no = ?", o.OrderNo).Take(&o).Error; err != nil {
+				if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no = ?", o.OrderNo).Take(&o).Error; err != nil {
 					return err
 				}
 				switch o.Status {

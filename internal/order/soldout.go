@@ -75,26 +75,37 @@ func (b *soldOutBook) forget(id int64) {
 // SoldOutKnown reports whether this instance answers a seckill order for
 // productID from memory (the sold-out fast path): 409 sold_out, or the
 // buyer's existing order. Such answers stay cheap and are not rate limited.
-func (s *Service) SoldOutKnown(_ context.Context, productID int64) bool {
-	return s.book.get(productID) != nil
+func (s *Service) SoldOutKnown(ctx context.Context, productID int64) bool {
+	return s.soldOutEntry(ctx, productID) != nil
 }
 
-// fromBook answers a seckill request from the sold-out book: answered is
-// false when the product is not known to be sold out.
-func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Order, answered bool, err error) {
+// soldOutEntry is the book's entry for productID, nil when the product is
+// not known to be sold out. An entry older than SoldOutRecheck is checked
+// against the product row first, by one request at a time (the others use
+// it meanwhile), so every path that trusts the book trusts it for that long
+// at most, pub/sub or not.
+func (s *Service) soldOutEntry(ctx context.Context, productID int64) *soldOut {
 	e := s.book.get(productID)
 	if e == nil {
-		return Order{}, false, nil
+		return nil
 	}
 	if time.Since(time.Unix(0, e.checked.Load())) > s.book.ttl && e.refreshing.CompareAndSwap(false, true) {
 		still := s.recheckSoldOut(ctx, productID, e)
 		e.refreshing.Store(false)
 		if !still {
-			return Order{}, false, nil
+			return nil
 		}
-		if e = s.book.get(productID); e == nil {
-			return Order{}, false, nil
-		}
+		e = s.book.get(productID)
+	}
+	return e
+}
+
+// fromBook answers a seckill request from the sold-out book: answered is
+// false when the product is not known to be sold out.
+func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Order, answered bool, err error) {
+	e := s.soldOutEntry(ctx, productID)
+	if e == nil {
+		return Order{}, false, nil
 	}
 	no, bought := e.buyers[userID]
 	if !bought {

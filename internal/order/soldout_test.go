@@ -162,15 +162,23 @@ func TestSoldOutEndsOnRestock(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a follows the channel: it sells at once. b does not follow: it sells
-	// once its book aged past SoldOutRecheck (1s in the fixture).
+	// once its book aged past SoldOutRecheck (1s in the fixture), and a
+	// regular order (which never reads the seckill buyers) rechecks too.
 	start := time.Now()
 	for _, tc := range []struct {
-		s    shop
-		user int64
-		by   time.Duration
-	}{{a, 3, time.Second}, {b, 4, 3 * time.Second}} {
+		s       shop
+		user    int64
+		by      time.Duration
+		regular bool
+	}{{a, 3, time.Second, false}, {b, 4, 3 * time.Second, true}} {
 		for {
-			_, created, err := tc.s.orders.Seckill(ctx, tc.user, id)
+			var created bool
+			var err error
+			if tc.regular {
+				_, created, err = tc.s.orders.Regular(ctx, tc.user, id, 1, "after-restock", "h")
+			} else {
+				_, created, err = tc.s.orders.Seckill(ctx, tc.user, id)
+			}
 			if err == nil && created {
 				break
 			}
