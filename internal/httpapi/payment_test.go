@@ -49,6 +49,11 @@ func startPayShop(t *testing.T, env map[string]string) *payShop {
 		"SHOP_SHUTDOWN_WAIT": "10s",
 		"SHOP_LAB_ROUTES":    "false",
 		"SHOP_LOCK_WAIT":     "5s",
+		// These tests pay and retry one user's orders far faster than a
+		// person would, so the per-user limits are off (hardening_test.go
+		// tests the limits).
+		"SHOP_RATE_PAY":    "off",
+		"SHOP_RATE_ORDERS": "off",
 	}
 	if _, ok := env["SHOP_REDIS_URL"]; !ok {
 		full["SHOP_REDIS_URL"], full["SHOP_REDIS_PREFIX"] = testenv.Redis(t)
@@ -220,10 +225,8 @@ func (s *payShop) payUntilFinal(tok, orderNo, key string) payReply {
 // it 5 times: one payment, one debit, every final answer 200 with one body.
 func TestPayAPIDuplicates(t *testing.T) {
 	t.Parallel()
-	// The 20 clients resend every 10-40 ms while the first runs: far
-	// faster than a person, so the per-user pay limit is off here (the
-	// limits have their own test).
-	s := startPayShop(t, map[string]string{"SHOP_RATE_PAY": "off"})
+	// The 20 clients resend every 10-40 ms while the first runs.
+	s := startPayShop(t, nil)
 	const user = 101
 	tok := s.token(user)
 	p := s.product(300, 5)
