@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -33,8 +34,14 @@ type Take struct {
 // read-modify-write lab strategies, their read of the stock row, as such
 // code usually reads: outside the transaction that writes. Pass the result
 // as Take.Seen.
+//
+// naive then spends naiveWork before it writes, as real code does between
+// its read and its write (a price rule, a call to another service). The
+// lost updates it shows then happen under any concurrent load, not only
+// when the scheduler happens to interleave two reads (the demo's SQLite has
+// one connection, which otherwise serialises most of them).
 func (s *Service) Prepare(ctx context.Context, productID, fence int64) (*Product, error) {
-	switch s.StrategyOf(productID) {
+	switch strategy := s.StrategyOf(productID); strategy {
 	case Naive, Lock:
 		p, err := readProduct(s.db.WithContext(ctx), productID)
 		if err != nil {
@@ -43,6 +50,9 @@ func (s *Service) Prepare(ctx context.Context, productID, fence int64) (*Product
 		if fence > 0 {
 			s.labPause(ctx)
 		}
+		if strategy == Naive {
+			sleep(ctx, naiveWork)
+		}
 		return &p, nil
 	}
 	if fence > 0 {
@@ -50,6 +60,9 @@ func (s *Service) Prepare(ctx context.Context, productID, fence int64) (*Product
 	}
 	return nil, nil
 }
+
+// naiveWork is the naive strategy's time between its read and its write.
+const naiveWork = 5 * time.Millisecond
 
 // Taken is what a Take got.
 type Taken struct {

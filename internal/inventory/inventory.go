@@ -354,7 +354,12 @@ func (s *Service) labPause(ctx context.Context) {
 	}
 	s.metrics.labPause()
 	s.log.Warn("LAB: pausing a lock holder", "pause", s.cfg.PauseAfterLock)
-	t := time.NewTimer(s.cfg.PauseAfterLock)
+	sleep(ctx, s.cfg.PauseAfterLock)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
