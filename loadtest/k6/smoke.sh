@@ -37,7 +37,7 @@ admin=k6-smoke-admin-$RANDOM$RANDOM$RANDOM
 pid=$!
 addr=
 for _ in $(seq 600); do
-	addr=$(sed -n 's/.*msg=listening addr=\([^ ]*\).*/\1/p' "$work/shop.log" | head -n 1)
+	addr=$(sed -n 's/.*msg=listening addr=\([^ ]*\).*/\1/p;T;q' "$work/shop.log") # first match, no pipe
 	if [ -n "$addr" ] && curl -sf "http://$addr/readyz" >/dev/null; then break; fi
 	if ! kill -0 "$pid" 2>/dev/null; then
 		cat "$work/shop.log" >&2
