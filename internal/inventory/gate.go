@@ -270,11 +270,12 @@ func boolArg(b bool) int {
 	return 0
 }
 
-// gateAdd gives units back to the gate (restock, cancellation).
+// gateAdd gives units back to the gate (restock, cancellation), whatever
+// strategy this instance uses for the product: the gate may belong to
+// another instance (a lab switch is per process), and an absent gate is
+// left alone.
 func (s *Service) gateAdd(ctx context.Context, id, quantity int64) {
-	if s.StrategyOf(id) == RedisGate {
-		gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{s.gateKey(id)}, quantity)
-	}
+	gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{s.gateKey(id)}, quantity)
 }
 
 // gateGive: KEYS = gate; ARGV = quantity. Adds only to an initialised gate

@@ -133,10 +133,12 @@ func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, 
 		return o, false, nil
 	}
 	o, created, err := s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: 1, Kind: KindSeckill})
-	if err != nil && !errors.Is(err, inventory.ErrSoldOut) && !s.cfg.NoIdempotency {
+	if err != nil && !s.cfg.NoIdempotency {
 		// The batch failed (lock busy, Redis or the database could not
-		// answer): a buyer's repeat still gets its order, by one point read
-		// on the unique index.
+		// answer), or a redis-gate refused before any batch looked for the
+		// order (a repeat whose marker Redis lost): a buyer's repeat still
+		// gets its order, by one point read on the unique index. Once the
+		// sold-out book knows the product, refusals stop coming here.
 		if prev, err2 := s.byNo(context.WithoutCancel(ctx), no); err2 == nil {
 			s.metrics.replayed(KindSeckill)
 			return prev, false, nil
@@ -197,6 +199,12 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
 	admitted, err := s.inv.Admit(ctx, o.ProductID, o.OrderNo, o.Quantity)
 	if err != nil {
+		if errors.Is(err, inventory.ErrSoldOut) && s.book.get(o.ProductID) == nil {
+			// The gate refused: no batch will see the empty row (the one
+			// that took the last units wrote without reading it), so the
+			// book learns here. Its snapshot needs no lock.
+			s.learnSoldOut(ctx, o.ProductID)
+		}
 		return Order{}, false, err
 	}
 	r := &request{o: o, done: make(chan result, 1)}

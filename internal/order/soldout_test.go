@@ -189,3 +189,42 @@ func TestSoldOutEndsOnRestock(t *testing.T) {
 		}
 	}
 }
+
+// Under redis-gate the gate turns buyers away before any batch sees the
+// empty row (the batch that took the last units wrote without reading
+// it), so the first refusal must teach the book, or every later refusal
+// costs a Redis call and a database read.
+func TestSoldOutLearnedFromGateRefusal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.RedisGate})
+	s := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, SoldOutRecheck: time.Hour}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	t.Cleanup(s.Wait)
+	ctx := context.Background()
+	id := f.Product(t, inv, 250, 2)
+	for u := range int64(2) {
+		if _, created, err := s.Seckill(ctx, 1+u, id); err != nil || !created {
+			t.Fatalf("buyer %d: created %v, %v", 1+u, created, err)
+		}
+	}
+	if _, _, err := s.Seckill(ctx, 3, id); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("buyer 3: %v, want ErrSoldOut", err)
+	}
+	if !s.SoldOutKnown(ctx, id) {
+		t.Fatal("a refusal by the gate did not teach the sold-out book")
+	}
+	// A fresh instance after Redis lost everything (markers, gate): the
+	// gate, reseeded from the database, refuses before any batch looks
+	// for the order; the buyer still gets it.
+	first, err := s.Get(ctx, 1, order.SeckillNo(1, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deleteKeys(t)
+	fresh := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, SoldOutRecheck: time.Hour}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	t.Cleanup(fresh.Wait)
+	again, created, err := fresh.Seckill(ctx, 1, id)
+	if err != nil || created || again.OrderNo != first.OrderNo {
+		t.Fatalf("repeat buyer after Redis lost its keys: %s created %v, %v; want %s replayed", again.OrderNo, created, err, first.OrderNo)
+	}
+}
