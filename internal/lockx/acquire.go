@@ -250,6 +250,11 @@ func reenter(ctx context.Context, e engine, parent *Lock, ttl time.Duration, o A
 	start := time.Now()
 	a, err := e.tryAcquire(ctx, k, parent.token, ttl, reentry)
 	if err != nil {
+		if a.count > 0 {
+			// The script ran (WaitReplicas came up short): take back this
+			// entry's count, or one Release would leave the lock held.
+			cleanup(ctx, e, k, parent.token)
+		}
 		return nil, fmt.Errorf("lockx: re-enter %q: %w", k.user, err)
 	}
 	if a.count < 0 {

@@ -20,7 +20,9 @@ var ErrLostBeforeRelease = errors.New("lockx: the hold ended before release")
 // error wrapped together with ErrNotHeld when the hold was lost while fn
 // ran (its work must be presumed undone: a transaction on the lock's context
 // rolled back); fn's error; ErrLostBeforeRelease when fn succeeded but the
-// hold was gone at release; or the acquire's own error.
+// hold was gone at release; or the acquire's own error. A release that
+// fails on the transport is tried once more; if that fails too, fn's result
+// stands and the key ends with its TTL.
 func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(ctx context.Context, fence int64) error) (err error) {
 	l, err := c.Acquire(ctx, key, o)
 	if err != nil {
@@ -28,8 +30,19 @@ func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(c
 	}
 	defer func() {
 		rerr := l.Release(context.WithoutCancel(ctx))
-		if rerr != nil && err == nil {
+		if rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+			// A transport error leaves the Lock releasable: one more try,
+			// or the key stays held until its TTL and waiters get busy.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			rerr = l.Release(rctx)
+			cancel()
+		}
+		switch {
+		case rerr == nil || err != nil:
+		case errors.Is(rerr, ErrNotHeld):
 			err = fmt.Errorf("%w: %w", ErrLostBeforeRelease, rerr)
+		default: // fn's work stands; the key ends with its TTL
+			c.cfg.log.Warn("lockx: release failed twice; the lock ends with its TTL", "key", key, "err", rerr)
 		}
 	}()
 	err = fn(l.Context(), l.Fence())

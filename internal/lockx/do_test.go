@@ -3,8 +3,11 @@ package lockx
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Do reports each way a hold can end, one way each.
@@ -64,4 +67,45 @@ func TestDo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failNext makes the next command its client sends fail on the transport,
+// once armed.
+type failNext struct{ armed atomic.Bool }
+
+func (f *failNext) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.armed.CompareAndSwap(true, false) {
+			err := errors.New("injected: connection reset by peer")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A release that meets a transport error is tried again: the work's result
+// stands and the lock is free at once, not after its TTL.
+func TestDoRetriesReleaseAfterTransportError(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	hook := &failNext{}
+	rdb.AddHook(hook)
+	c := newTestClient(t, rdb, Options{})
+	err := c.Do(context.Background(), "do:blip", AcquireOptions{TTL: 10 * time.Second}, func(context.Context, int64) error {
+		hook.armed.Store(true) // the release's first try fails
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v, want nil (the work succeeded, the hold was never lost)", err)
+	}
+	l, err := c.Acquire(context.Background(), "do:blip", AcquireOptions{TTL: time.Second})
+	if err != nil {
+		t.Fatalf("the lock is still held after Do returned (the release was not retried): %v", err)
+	}
+	mustNoErr(t, l.Release(context.Background()), "release")
 }

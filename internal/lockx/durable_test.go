@@ -76,8 +76,19 @@ func TestWaitReplicas(t *testing.T) {
 	if err := l.Refresh(bg, 0); !errors.Is(err, ErrNotReplicated) {
 		t.Fatalf("refresh with the replica stopped: %v, want ErrNotReplicated", err)
 	}
+	// A re-entry the master applied but no replica confirmed is undone:
+	// the hold count stays 1, so one Release frees the lock.
+	if _, err := c.Acquire(WithLock(bg, l), "k1", AcquireOptions{TTL: 10 * time.Second}); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("re-entry with the replica stopped: %v, want ErrNotReplicated", err)
+	}
+	if got := mc.HGet(bg, l.RedisKey(), l.Token()).Val(); got != "1" {
+		t.Fatalf("hold count %q after a re-entry that failed WAIT, want 1", got)
+	}
 	replica.resume()
 	mustNoErr(t, l.Release(bg), "release")
+	if n := mc.Exists(bg, l.RedisKey()).Val(); n != 0 {
+		t.Fatal("the lock is still held after its one Release")
+	}
 }
 
 // TestWaitReplicasOffSendsNoWait: the default path never sends WAIT.
