@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"syscall"
 
 	"github.com/gin-gonic/gin"
@@ -117,26 +116,14 @@ func unavailable(err error) bool {
 		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
 		// A Redis restarting, failing over or with a cluster slot down.
 		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsMasterDownError(err),
-		redis.IsClusterDownError(err), redis.IsTryAgainError(err),
+		redis.IsClusterDownError(err), redis.IsTryAgainError(err), redis.IsNoReplicasError(err),
 		errors.Is(err, lockx.ErrClosed),
 		dbx.ConnLost(err),
 		errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
-	// Replies of a Redis that is failing over or still loading: transient,
-	// the same promise as a refused connection.
-	var re redis.Error
-	if errors.As(err, &re) {
-		for _, p := range transientRedisReplies {
-			if strings.HasPrefix(re.Error(), p) {
-				return true
-			}
-		}
-	}
 	return false
 }
-
-var transientRedisReplies = []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "READONLY", "NOREPLICAS"}
 
 // problemFor decides the problem for err: an apiError, a mapped domain error,
 // or 500 internal.

@@ -41,6 +41,10 @@ func TestTransportErrorsAreUnavailable(t *testing.T) {
 		fmt.Errorf("query: %w", context.DeadlineExceeded),
 		errors.New("LOADING Redis is loading the dataset in memory"),
 		errors.New("READONLY You can't write against a read only replica."),
+		errors.New("CLUSTERDOWN The cluster is down"),
+		errors.New("TRYAGAIN Multiple keys request during rehashing of slot"),
+		errors.New("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+		errors.New("NOREPLICAS Not enough good replicas to write."),
 	} {
 		if p := problemFor(err); p.Code != "unavailable" || p.Status != 503 {
 			t.Errorf("%v: %s %d, want 503 unavailable", err, p.Code, p.Status)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,7 +65,7 @@ func (d durable) evalWait(ctx context.Context, s *redis.Script, keys []string, a
 		return v, n, err
 	}
 	v, acked, err := run(func(p redis.Pipeliner) *redis.Cmd { return s.EvalSha(ctx, p, keys, args...) })
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		v, acked, err = run(func(p redis.Pipeliner) *redis.Cmd { return s.Eval(ctx, p, keys, args...) })
 	}
 	if err != nil {
