@@ -154,6 +154,7 @@ func (s *Service) placeSafely(productID int64, batch []*request) (res []result) 
 // orders) -> commit -> release. Stock is served in arrival order.
 func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request) []result {
 	res := make([]result, len(batch))
+	var soldOut bool
 	err := s.inv.Guard(ctx, productID, func(ctx context.Context, fence int64) error {
 		seen, err := s.inv.Prepare(ctx, productID, fence)
 		if err != nil {
@@ -170,7 +171,6 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), batchTxTimeout)
 			defer cancel()
 		}
-		var soldOut bool
 		for attempt := 1; ; attempt++ {
 			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
 				soldOut, err = s.commitTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Seen: seen}, batch, res)
@@ -187,17 +187,20 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 				break
 			}
 		}
-		if err == nil && soldOut {
-			// Still under the lock, after COMMIT: no order of this
-			// product can be committed while the book is read.
-			s.learnSoldOut(ctx, productID)
-		}
 		return err
 	})
 	if err != nil {
 		for i := range res {
 			res[i] = result{err: err}
 		}
+		return res
+	}
+	if soldOut {
+		// After the release: the book's one snapshot of the row and its
+		// buyers needs no lock (a stock return that commits after it
+		// bumps the book's generation), and reading every buyer should
+		// not keep the next batch waiting.
+		s.learnSoldOut(ctx, productID)
 	}
 	return res
 }
