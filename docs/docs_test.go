@@ -403,8 +403,14 @@ func TestLinks(t *testing.T) {
 			}
 			text := strings.Split(string(b), "\n")
 			for n, ms := range moves {
-				for _, mv := range ms {
-					text[n-1] = strings.Replace(text[n-1], "]("+mv[0]+")", "]("+mv[1]+")", 1)
+				// Two links of one line may trade places (A moves to B's
+				// old line, B to A's): park every old target first, then
+				// write the new ones, so no move rewrites another's.
+				for i, mv := range ms {
+					text[n-1] = strings.Replace(text[n-1], "]("+mv[0]+")", fmt.Sprintf("](\x00%d)", i), 1)
+				}
+				for i, mv := range ms {
+					text[n-1] = strings.Replace(text[n-1], fmt.Sprintf("](\x00%d)", i), "]("+mv[1]+")", 1)
 					t.Logf("%s:%d: moved %s -> %s", f, n, mv[0], mv[1])
 				}
 			}
