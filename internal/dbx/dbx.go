@@ -33,15 +33,23 @@ const maxAttempts = 5
 func Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
 	for attempt := 1; ; attempt++ {
 		err := TxOnce(ctx, db, fn)
-		if err == nil || attempt == maxAttempts || !Retryable(err) {
+		if err == nil || attempt == maxAttempts || !Retryable(err) || !Pause(ctx, attempt) {
 			return err
 		}
-		pause := time.Duration(attempt)*5*time.Millisecond + rand.N(5*time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
+	}
+}
+
+// Pause waits before a transaction's next attempt: longer after each, with
+// jitter, so two victims of one deadlock do not meet again at once. It
+// reports false when ctx ended first.
+func Pause(ctx context.Context, attempt int) bool {
+	t := time.NewTimer(time.Duration(attempt)*5*time.Millisecond + rand.N(5*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -182,7 +182,7 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 			if !dbx.Retryable(err) && !dbx.IsDuplicate(err) {
 				break
 			}
-			if attempt == batchAttempts {
+			if attempt == batchAttempts || !dbx.Pause(ctx, attempt) {
 				err = fmt.Errorf("%w: the batch kept meeting concurrent writers: %w", inventory.ErrBusy, err)
 				break
 			}
