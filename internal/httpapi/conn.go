@@ -63,23 +63,35 @@ const sniffKeep = 24
 
 func (c *sniffConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	for _, b := range p[:n] {
-		if b == '\n' {
-			c.line()
-			c.start, c.end, c.lineLen = c.start[:0], c.end[:0], 0
-			continue
+	for rest := p[:n]; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			c.take(rest)
+			break
 		}
-		c.lineLen++
-		if len(c.start) < sniffKeep {
-			c.start = append(c.start, b)
-		}
-		if len(c.end) == sniffKeep {
-			copy(c.end, c.end[1:])
-			c.end = c.end[:sniffKeep-1]
-		}
-		c.end = append(c.end, b)
+		c.take(rest[:i])
+		c.line()
+		c.start, c.end, c.lineLen = c.start[:0], c.end[:0], 0
+		rest = rest[i+1:]
 	}
 	return n, err
+}
+
+// take adds seg, a piece of the current line, keeping its first and last
+// sniffKeep bytes: a copy per piece, not per byte.
+func (c *sniffConn) take(seg []byte) {
+	c.lineLen += len(seg)
+	if k := sniffKeep - len(c.start); k > 0 {
+		c.start = append(c.start, seg[:min(k, len(seg))]...)
+	}
+	if len(seg) >= sniffKeep {
+		c.end = append(c.end[:0], seg[len(seg)-sniffKeep:]...)
+		return
+	}
+	if over := len(c.end) + len(seg) - sniffKeep; over > 0 {
+		c.end = append(c.end[:0], c.end[over:]...) // overlapping: append copies like memmove
+	}
+	c.end = append(c.end, seg...)
 }
 
 var (
