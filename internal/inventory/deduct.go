@@ -66,16 +66,15 @@ const naiveWork = 5 * time.Millisecond
 
 // Taken is what a Take got.
 type Taken struct {
-	// Product is the row after the deduction (price for the orders, stock
-	// left, version).
-	Product Product
+	// PriceCents is the product's unit price, for the orders.
+	PriceCents int64
 	// Refused holds, per want, nil when its units were taken, else
 	// ErrSoldOut (nothing was left for it) or ErrInsufficientStock (some
 	// was, not enough).
 	Refused []error
 	// SoldOut: the product is known to have no stock left after the take.
 	// (A take that fitted whole is written without reading the row, so
-	// Product.Stock is then not known and SoldOut false.)
+	// the stock left is then not known and SoldOut false.)
 	SoldOut bool
 }
 
@@ -145,11 +144,11 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 		return Taken{}, err
 	}
 	if t.Fence > 0 && p.Fence > t.Fence {
-		return Taken{Product: p}, errStaleFence
+		return Taken{}, errStaleFence
 	}
 	s.prices.Store(p.ID, p.PriceCents)
 	refused, total := allocate(p.Stock, t.Wants)
-	out := Taken{Product: p, Refused: refused, SoldOut: p.Stock-total <= 0}
+	out := Taken{PriceCents: p.PriceCents, Refused: refused, SoldOut: p.Stock-total <= 0}
 	if total == 0 {
 		return out, nil
 	}
@@ -161,14 +160,9 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 		// The row moved between the locking read and the write (SQLite has
 		// no row lock; a writer that holds no lock): decide by re-reading.
 		if now, err := readProduct(tx, t.ProductID); err == nil && t.Fence > 0 && now.Fence > t.Fence {
-			return Taken{Product: now}, errStaleFence
+			return Taken{}, errStaleFence
 		}
 		return Taken{}, ErrBusy
-	}
-	out.Product.Stock -= total
-	out.Product.Version++
-	if t.Fence > 0 {
-		out.Product.Fence = t.Fence
 	}
 	return out, s.ledger(tx, t, refused)
 }
@@ -192,7 +186,7 @@ func (s *Service) fencedWhole(tx *gorm.DB, t Take) (out Taken, ok bool, err erro
 	if res.Error != nil || res.RowsAffected != 1 {
 		return Taken{}, false, res.Error
 	}
-	out = Taken{Product: Product{ID: t.ProductID, PriceCents: price.(int64), Fence: t.Fence}, Refused: make([]error, len(t.Wants))}
+	out = Taken{PriceCents: price.(int64), Refused: make([]error, len(t.Wants))}
 	return out, true, s.ledger(tx, t, out.Refused)
 }
 
@@ -215,7 +209,7 @@ func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 	if err != nil {
 		return Taken{}, err
 	}
-	out.Product, out.SoldOut = p, p.Stock <= 0
+	out.PriceCents, out.SoldOut = p.PriceCents, p.Stock <= 0
 	for i, err := range out.Refused {
 		if err != nil && p.Stock > 0 {
 			out.Refused[i] = ErrInsufficientStock
@@ -258,7 +252,7 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 	}
 	p := *t.Seen
 	refused, total := allocate(p.Stock, t.Wants)
-	out := Taken{Product: p, Refused: refused, SoldOut: p.Stock-total <= 0}
+	out := Taken{PriceCents: p.PriceCents, Refused: refused, SoldOut: p.Stock-total <= 0}
 	if total == 0 {
 		return out, nil
 	}
@@ -266,8 +260,6 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, dbx.Now(), t.ProductID).Error; err != nil {
 		return Taken{}, err
 	}
-	out.Product.Stock = left
-	out.Product.Version++
 	return out, s.ledger(tx, t, refused)
 }
 

@@ -163,12 +163,7 @@ func (s *Service) Create(ctx context.Context, name string, priceCents, stock int
 
 // Get returns one product.
 func (s *Service) Get(ctx context.Context, id int64) (Product, error) {
-	var p Product
-	err := s.db.WithContext(ctx).Take(&p, id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return p, ErrNotFound
-	}
-	return p, err
+	return readProduct(s.db.WithContext(ctx), id)
 }
 
 // List returns up to limit products with id > after, by id.
@@ -188,10 +183,8 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 		added := false
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			added, replayed = false, false
-			if err := tx.Take(&out, id).Error; err != nil {
-				if errors.Is(err, gorm.ErrRecordNotFound) {
-					return ErrNotFound
-				}
+			var err error
+			if out, err = readProduct(tx, id); err != nil {
 				return err
 			}
 			var r *string

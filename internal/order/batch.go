@@ -311,7 +311,7 @@ func (s *Service) insert(tx *gorm.DB, batch []*request, asked []int, taken inven
 		}
 		o := batch[i].o
 		o.ID = 0 // a rerun transaction must not reuse a rolled-back id
-		o.AmountCents = taken.Product.PriceCents * o.Quantity
+		o.AmountCents = taken.PriceCents * o.Quantity
 		o.Status = StatusPending
 		o.CreatedAt, o.UpdatedAt = now, now
 		orders = append(orders, o)
