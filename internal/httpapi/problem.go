@@ -79,7 +79,6 @@ var errorTable = []struct {
 }{
 	{idem.ErrInUse, "idempotency_key_in_use"},
 	{idem.ErrFingerprintMismatch, "idempotency_key_reused"},
-	{idem.ErrRequestMismatch, "idempotency_key_reused"},
 	{idem.ErrTokenInvalid, "form_token_invalid"},
 	{idem.ErrKeyMissing, "idempotency_key_missing"},
 	{idem.ErrKeyMalformed, "idempotency_key_missing"},

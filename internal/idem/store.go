@@ -17,13 +17,11 @@ var (
 	// the same request: answer 409 and let the client retry later.
 	ErrInUse = errors.New("idem: idempotency key in use")
 	// ErrFingerprintMismatch means the key was used for a different request,
-	// finished or still in flight: answer 422.
+	// finished or still in flight: answer 422. The services return it too
+	// when the database shows a business key or reference used before for a
+	// different request (Redis forgot the record, or the reference never
+	// had one).
 	ErrFingerprintMismatch = errors.New("idem: idempotency key reused with a different request")
-	// ErrRequestMismatch is the services' answer when the database shows a
-	// business key or reference used before for a different request (Redis
-	// forgot the record, or the reference never had one): answer 422, as for
-	// ErrFingerprintMismatch. Order, payment and inventory all return it.
-	ErrRequestMismatch = errors.New("idempotency key reused with a different request")
 	// ErrClaimLost means the claim's lease ran out before Complete or
 	// Release, so another request may own the key now; nothing was written.
 	ErrClaimLost = errors.New("idem: claim lost (lease expired)")

@@ -177,7 +177,7 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 // ends the sold-out state in every instance. ref (a scoped Idempotency-Key,
 // may be empty) makes a retried restock add nothing the second time:
 // replayed is true then, and a retry whose hash differs from the first
-// request's is idem.ErrRequestMismatch.
+// request's is idem.ErrFingerprintMismatch.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
 	err = s.locked(ctx, id, WaitForLock, noLabPause, func(ctx context.Context, fence int64) error {
 		added := false
@@ -201,7 +201,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 					return err
 				}
 				if prev.RequestHash != hash || prev.ProductID != id {
-					return idem.ErrRequestMismatch
+					return idem.ErrFingerprintMismatch
 				}
 				replayed = true
 				return nil

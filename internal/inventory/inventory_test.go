@@ -277,8 +277,8 @@ func TestRedisGateGivesTokensBack(t *testing.T) {
 		t.Errorf("gate after a restock and its retry = %d, want 7", g)
 	}
 	// The same reference with a different request adds nothing: 422's error.
-	if _, _, err := s.Restock(ctx, id, 30, "restock-1", "h2"); !errors.Is(err, idem.ErrRequestMismatch) {
-		t.Errorf("restock reusing a reference for another request: %v, want ErrRequestMismatch", err)
+	if _, _, err := s.Restock(ctx, id, 30, "restock-1", "h2"); !errors.Is(err, idem.ErrFingerprintMismatch) {
+		t.Errorf("restock reusing a reference for another request: %v, want ErrFingerprintMismatch", err)
 	}
 	if g := gate(); g != 7 {
 		t.Errorf("gate after a mismatched restock = %d, want 7", g)

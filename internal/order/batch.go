@@ -333,11 +333,11 @@ func (s *Service) insert(tx *gorm.DB, batch []*request, asked []int, taken inven
 }
 
 // repeat answers a request whose order number already has an order: the
-// order (a replay), or idem.ErrRequestMismatch when the business key was used
+// order (a replay), or idem.ErrFingerprintMismatch when the business key was used
 // for a different request.
 func repeat(o Order, hash string) result {
 	if hash != "" && o.RequestHash != "" && o.RequestHash != hash {
-		return result{err: idem.ErrRequestMismatch}
+		return result{err: idem.ErrFingerprintMismatch}
 	}
 	return result{o: o}
 }

@@ -165,7 +165,7 @@ func (s *Service) fromMarker(ctx context.Context, userID, productID int64) (Orde
 // Regular places an order for quantity units under the client's business
 // key (user + Idempotency-Key, or user + form token), whose derived order
 // number is unique. A request whose key was already used returns that order
-// (created false) when hash matches, idem.ErrRequestMismatch when not.
+// (created false) when hash matches, idem.ErrFingerprintMismatch when not.
 func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64, key, hash string) (Order, bool, error) {
 	no := RegularNo(userID, key)
 	if s.cfg.NoIdempotency {

@@ -134,8 +134,8 @@ func TestRegularKeyReplayAndMismatch(t *testing.T) {
 	if err != nil || created || again.OrderNo != o.OrderNo {
 		t.Errorf("same request again: %s created %v err %v; want %s replayed", again.OrderNo, created, err, o.OrderNo)
 	}
-	if _, _, err := s.orders.Regular(ctx, 1, id, 3, "key:k1", "hash-b"); !errors.Is(err, idem.ErrRequestMismatch) {
-		t.Errorf("same key, different request: %v, want ErrRequestMismatch", err)
+	if _, _, err := s.orders.Regular(ctx, 1, id, 3, "key:k1", "hash-b"); !errors.Is(err, idem.ErrFingerprintMismatch) {
+		t.Errorf("same key, different request: %v, want ErrFingerprintMismatch", err)
 	}
 	other, created, err := s.orders.Regular(ctx, 2, id, 1, "key:k1", "hash-a")
 	if err != nil || !created || other.OrderNo == o.OrderNo {

@@ -134,7 +134,7 @@ type PayRequest struct {
 	OrderNo string
 	Key     string // the client's Idempotency-Key
 	// RequestHash fingerprints the request; a key seen before with another
-	// hash is idem.ErrRequestMismatch. Empty skips the comparison.
+	// hash is idem.ErrFingerprintMismatch. Empty skips the comparison.
 	RequestHash string
 }
 
@@ -250,7 +250,7 @@ func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayReq
 
 // replay answers a request from the payments table: ok when a payment with
 // request id rid exists (the same request: the result again), or
-// idem.ErrRequestMismatch when the key was used for something else.
+// idem.ErrFingerprintMismatch when the key was used for something else.
 func (s *Service) replay(db *gorm.DB, rid string, r PayRequest) (Result, bool, error) {
 	var p Payment
 	err := db.Where("request_id = ?", rid).Take(&p).Error
@@ -262,7 +262,7 @@ func (s *Service) replay(db *gorm.DB, rid string, r PayRequest) (Result, bool, e
 	}
 	if p.UserID != r.UserID || p.OrderNo != r.OrderNo ||
 		(r.RequestHash != "" && p.RequestHash != "" && p.RequestHash != r.RequestHash) {
-		return Result{}, false, idem.ErrRequestMismatch
+		return Result{}, false, idem.ErrFingerprintMismatch
 	}
 	o, err := order.GetTx(db, p.OrderNo)
 	if err != nil {
@@ -397,7 +397,7 @@ func outcomeOf(res Result, err error) string {
 		return "invalid_state"
 	case errors.Is(err, order.ErrNotFound):
 		return "not_found"
-	case errors.Is(err, idem.ErrRequestMismatch):
+	case errors.Is(err, idem.ErrFingerprintMismatch):
 		return "key_reused"
 	case errors.Is(err, ErrBusy):
 		return "busy"

@@ -275,7 +275,7 @@ func TestPayRefusals(t *testing.T) {
 		t.Fatalf("funded retry: %+v %v", res, err)
 	}
 	req.RequestHash = "other"
-	if _, err := s.pay.Pay(bg, req); !errors.Is(err, idem.ErrRequestMismatch) {
+	if _, err := s.pay.Pay(bg, req); !errors.Is(err, idem.ErrFingerprintMismatch) {
 		t.Fatalf("key reused with another request: %v", err)
 	}
 	c := s.order(user, p.ID)
@@ -306,7 +306,7 @@ func TestCredit(t *testing.T) {
 	if err != nil || !rep2 || w2.BalanceCents != 500 {
 		t.Fatalf("retried credit: %+v %v %v", w2, rep2, err)
 	}
-	if _, _, err := s.pay.Credit(bg, 20, 700, ref, "h2"); !errors.Is(err, idem.ErrRequestMismatch) {
+	if _, _, err := s.pay.Credit(bg, 20, 700, ref, "h2"); !errors.Is(err, idem.ErrFingerprintMismatch) {
 		t.Fatalf("key reused: %v", err)
 	}
 

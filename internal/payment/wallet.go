@@ -19,7 +19,7 @@ const MaxCreditCents = 1_000_000_000
 // Credit adds amount cents to the user's wallet, creating it if missing.
 // ref (see CreditRef) is the credit's ledger ref, unique per reason, so a
 // retried credit adds nothing even when Redis forgot its idempotency record:
-// it returns the wallet with replayed true (idem.ErrRequestMismatch when the
+// it returns the wallet with replayed true (idem.ErrFingerprintMismatch when the
 // earlier credit under ref was a different request, by hash).
 func (s *Service) Credit(ctx context.Context, userID, amount int64, ref, hash string) (w Wallet, replayed bool, err error) {
 	defer func() { s.metrics.credit(creditOutcome(replayed, err)) }()
@@ -91,7 +91,7 @@ func (s *Service) credited(db *gorm.DB, userID int64, ref, hash string) (Wallet,
 		return Wallet{}, false, err
 	}
 	if l.UserID != userID || (hash != "" && l.RequestHash != "" && l.RequestHash != hash) {
-		return Wallet{}, false, idem.ErrRequestMismatch
+		return Wallet{}, false, idem.ErrFingerprintMismatch
 	}
 	var w Wallet
 	if err := db.Where("user_id = ?", userID).Take(&w).Error; err != nil {
@@ -116,7 +116,7 @@ func creditOutcome(replayed bool, err error) string {
 		return "replayed"
 	case err == nil:
 		return "credited"
-	case errors.Is(err, idem.ErrRequestMismatch):
+	case errors.Is(err, idem.ErrFingerprintMismatch):
 		return "key_reused"
 	case errors.Is(err, ErrBusy):
 		return "busy"
