@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // The conventions the chapters follow, and this test enforces:
@@ -229,7 +230,10 @@ func chapters(t *testing.T, lang string) []chapter {
 		}
 		m := chapterRE.FindStringSubmatch(e.Name())
 		if m == nil {
-			t.Errorf("docs/%s/%s: chapter files are named NN-lowercase-words.md", lang, e.Name())
+			if _, err := os.Stat(e.Name()); err == nil && lang != "en" {
+				continue // a translation of the reference page docs/<name>
+			}
+			t.Errorf("docs/%s/%s: chapter files are named NN-lowercase-words.md (or translate a reference page of docs/ under its name)", lang, e.Name())
 			continue
 		}
 		c := chapter{lang: lang, base: e.Name(), num: m[1], path: filepath.Join(lang, e.Name())}
@@ -327,11 +331,16 @@ var update = flag.Bool("update", false, "TestLinks: move code links whose symbol
 // to move each such link to the nearest line that has its symbol, and
 // review the diff.
 func TestLinks(t *testing.T) {
-	files := []string{"README.md"}
+	files, err := filepath.Glob("*.md") // README.md and the reference pages
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, lang := range langs {
-		for _, c := range chapters(t, lang) {
-			files = append(files, c.path)
+		pages, err := filepath.Glob(filepath.Join(lang, "*.md")) // chapters, and translated reference pages
+		if err != nil {
+			t.Fatal(err)
 		}
+		files = append(files, pages...)
 	}
 	lineCache := map[string][]string{}
 	for _, f := range files {
@@ -353,7 +362,10 @@ func TestLinks(t *testing.T) {
 			}
 			m := lineFragRE.FindStringSubmatch(frag)
 			if m == nil {
-				continue // a heading anchor; GitHub resolves those
+				if strings.HasSuffix(path, ".md") && !hasAnchor(t, full, frag) {
+					t.Errorf("%s:%d: link %q: %s has no heading or <a id> that makes #%s", l.file, l.line, l.target, path, frag)
+				}
+				continue
 			}
 			lines, ok := lineCache[full]
 			if !ok {
@@ -416,6 +428,74 @@ func TestLinks(t *testing.T) {
 			}
 			if err := os.WriteFile(f, []byte(strings.Join(text, "\n")), 0o644); err != nil {
 				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// hasAnchor reports whether a markdown file has the anchor frag: an
+// <a id="frag"> or a heading whose GitHub slug is frag (lower case, spaces
+// to hyphens, punctuation other than - and _ dropped).
+func hasAnchor(t *testing.T, file, frag string) bool {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if strings.Contains(text, `id="`+frag+`"`) {
+		return true
+	}
+	for _, line := range strings.Split(text, "\n") {
+		h, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			continue
+		}
+		h = strings.TrimSpace(strings.TrimLeft(h, "#"))
+		var slug strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				slug.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				slug.WriteRune(r)
+			}
+		}
+		if slug.String() == frag {
+			return true
+		}
+	}
+	return false
+}
+
+// invariantCode is one of the names of docs/invariants.md.
+var invariantCode = regexp.MustCompile(`(^|[^#\w.])(I[1-4]|O[1-5]|M[12]|L[1-3]|A[12]|R1|LIN)\b`)
+
+// TestInvariantLinks: every invariant code in a chapter's prose (outside
+// code, headings and link texts that already point at it) links its entry
+// in invariants.md (docs/zh: the Chinese zh/invariants.md), so a reader is
+// one click from what "O4" means.
+func TestInvariantLinks(t *testing.T) {
+	linked := regexp.MustCompile("`[^`]*`|\\[[^\\]]*\\]\\([^)]*\\)|<[^>]*>")
+	for _, lang := range langs {
+		for _, c := range chapters(t, lang) {
+			b, err := os.ReadFile(c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n, line := range proseLines(string(b)) {
+				if strings.HasPrefix(strings.TrimSpace(line), "#") {
+					continue
+				}
+				for _, m := range linked.FindAllString(line, -1) {
+					if code := invariantCode.FindStringSubmatch(m); code != nil && strings.HasPrefix(m, "[") &&
+						!strings.HasSuffix(m, "invariants.md#"+strings.ToLower(code[2])+")") {
+						t.Errorf("%s:%d: %q links somewhere else than invariants.md#%s", c.path, n+1, m, strings.ToLower(code[2]))
+					}
+				}
+				if m := invariantCode.FindStringSubmatch(linked.ReplaceAllString(line, "")); m != nil {
+					t.Errorf("%s:%d: %s is not linked: write [%s](%sinvariants.md#%s)", c.path, n+1, m[2], m[2], map[string]string{"en": "../"}[lang], strings.ToLower(m[2]))
+				}
 			}
 		}
 	}
