@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -192,6 +193,8 @@ func startShop(t *testing.T) *shopEnv {
 	return e
 }
 
+var onlyChapters = flag.String("chapters", "", "TestRunnableBlocks: run only these chapters' blocks, by number (05,08); a check while writing, not a pass")
+
 // TestRunnableBlocks runs every runnable block of every chapter, both
 // languages, against one shop: all chapters at once (in goroutines, not
 // bounded by -parallel: they mostly wait), the blocks of one chapter in
@@ -199,6 +202,9 @@ func startShop(t *testing.T) *shopEnv {
 // functions a block defines carry over to the next block of that chapter).
 // The results are then reported as subtests chapter/lang/block.
 func TestRunnableBlocks(t *testing.T) {
+	if *onlyChapters != "" {
+		t.Logf("only the blocks of chapters %s (-chapters)", *onlyChapters)
+	}
 	setup := readerSetup(t)
 	e := startShop(t)
 	for name, c := range e.caps {
@@ -216,6 +222,9 @@ func TestRunnableBlocks(t *testing.T) {
 	byNum := map[string]int{}
 	for _, lang := range langs {
 		for _, c := range chapters(t, lang) {
+			if *onlyChapters != "" && !slices.Contains(strings.Split(*onlyChapters, ","), c.num) {
+				continue
+			}
 			i, ok := byNum[c.num]
 			if !ok {
 				i = len(runs)
