@@ -145,12 +145,12 @@ func isCJK(r rune) bool {
 var blockStart = regexp.MustCompile(`^(([-*+]|\d+[.)])\s|#|\||<|!\[|>)`)
 
 // TestChineseParagraphs: no single newline between two Chinese characters
-// inside a paragraph of docs/zh (Markdown renders it as a space, which
-// Chinese text does not have). Code blocks, tables, headings and the
+// inside a paragraph of docs/zh or of docs/README.md (Markdown renders it
+// as a space, which Chinese text does not have). Code blocks, tables, headings and the
 // starts of list items are not paragraph continuations.
 func TestChineseParagraphs(t *testing.T) {
 	quote := regexp.MustCompile(`^\s*(>\s?)*`)
-	for _, f := range zhFiles(t, ".md") {
+	for _, f := range append(zhFiles(t, ".md"), "README.md") {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
