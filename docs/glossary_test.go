@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -186,4 +187,89 @@ func tail(s string) string {
 func head(s string) string {
 	r := []rune(s)
 	return string(r[:min(len(r), 8)])
+}
+
+// shape is what a translation must keep of its original: the heading
+// levels in order, the number of table rows and list items, the anchors,
+// and the code blocks verbatim.
+type shape struct {
+	headings            []string
+	tableRows, items    int
+	anchors, codeBlocks []string
+}
+
+var (
+	anchorRE   = regexp.MustCompile(`<a id="([^"]+)">`)
+	listItemRE = regexp.MustCompile(`^\s*([-*+]|\d+\.)\s`)
+)
+
+func shapeOf(t *testing.T, path string) shape {
+	t.Helper()
+	blocks, _ := parse(t, path)
+	var s shape
+	for _, b := range blocks {
+		s.codeBlocks = append(s.codeBlocks, b.body)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range proseLines(string(b)) {
+		switch {
+		case strings.HasPrefix(l, "#"):
+			s.headings = append(s.headings, strings.SplitN(l, " ", 2)[0])
+		case strings.HasPrefix(l, "|"):
+			s.tableRows++
+		case listItemRE.MatchString(l):
+			s.items++
+		}
+		for _, m := range anchorRE.FindAllStringSubmatch(l, -1) {
+			s.anchors = append(s.anchors, m[1])
+		}
+	}
+	return s
+}
+
+// TestReferenceTranslations: each docs/zh/<name>.md that translates the
+// reference page docs/<name>.md (api.md, invariants.md, perf-lockx.md) is
+// complete: the same sections, table rows, list items, anchors and code
+// blocks as the original. A change to the English page that adds or drops
+// any of them fails here until the 中文 page follows.
+func TestReferenceTranslations(t *testing.T) {
+	zh, err := filepath.Glob(filepath.Join("zh", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, z := range zh {
+		base := filepath.Base(z)
+		if chapterRE.MatchString(base) {
+			continue
+		}
+		if _, err := os.Stat(base); err != nil {
+			continue // TestTranslations names it
+		}
+		n++
+		en, zs := shapeOf(t, base), shapeOf(t, z)
+		if !slices.Equal(en.headings, zs.headings) {
+			t.Errorf("%s: headings %v, but %s has %v", z, zs.headings, base, en.headings)
+		}
+		if en.tableRows != zs.tableRows || en.items != zs.items {
+			t.Errorf("%s: %d table rows and %d list items, but %s has %d and %d", z, zs.tableRows, zs.items, base, en.tableRows, en.items)
+		}
+		if !slices.Equal(en.anchors, zs.anchors) {
+			t.Errorf("%s: anchors %v, but %s has %v", z, zs.anchors, base, en.anchors)
+		}
+		if !slices.Equal(en.codeBlocks, zs.codeBlocks) {
+			t.Errorf("%s: its code blocks differ from those of %s (copy them verbatim)", z, base)
+		}
+	}
+	for _, must := range []string{"api.md", "invariants.md", "perf-lockx.md"} {
+		if _, err := os.Stat(filepath.Join("zh", must)); err != nil {
+			t.Errorf("docs/zh/%s, the 中文 version of docs/%s: %v", must, must, err)
+		}
+	}
+	if n == 0 {
+		t.Error("no translated reference pages under docs/zh")
+	}
 }
