@@ -42,6 +42,22 @@ var langs = []string{"en", "zh"}
 // knownCapabilities are the needs= a block may name; run_test.go probes each.
 var knownCapabilities = []string{"lab-lock", "redis-expiry"}
 
+// readerTools are the programs the runnable blocks call besides the shop and
+// Go, with the Debian package that has each: docs/README.md's "Before you
+// start" must name every one (TestPrerequisites), and the docs test needs
+// them on PATH.
+var readerTools = []struct{ program, pkg string }{
+	{"bash", "bash"},
+	{"curl", "curl"},
+	{"jq", "jq"},
+	{"redis-cli", "redis-tools"},
+	{"redis-server", "redis-server"}, // chapter 7's Cluster (cmd/redistopo starts redis-server)
+	{"sqlite3", "sqlite3"},
+}
+
+// aptInstall is the install line docs/README.md gives Debian/Ubuntu readers.
+const aptInstall = "apt-get install -y curl jq redis-server redis-tools sqlite3"
+
 // block is one fenced code block of a chapter.
 type block struct {
 	file     string // path relative to docs/
@@ -342,6 +358,7 @@ func TestLinks(t *testing.T) {
 		}
 		files = append(files, pages...)
 	}
+	files = append(files, guides["en"], guides["zh"])
 	lineCache := map[string][]string{}
 	for _, f := range files {
 		_, links := parse(t, f)
@@ -657,18 +674,35 @@ func TestOneStartRecipe(t *testing.T) {
 	}
 }
 
-// TestExercises: every chapter ends with 3-5 exercises, each with a worked
-// answer folded under it (<details>).
+// guides are the instructor guides, by language: they hold the worked
+// answers to the chapters' exercises, which the learners' pages only hint at.
+var guides = map[string]string{"en": "instructor/guide.md", "zh": "zh/instructor/guide.md"}
+
+// TestExercises: every chapter ends with 3-5 exercises, each with a hint
+// folded under it (<details>), and no answer on the learners' page; the
+// instructor guide of the same language answers each one, numbered
+// "**<chapter>.<exercise>**" under the chapter's heading.
 func TestExercises(t *testing.T) {
 	heading := map[string]string{"en": "## Exercises", "zh": "## 练习"}
+	hint := map[string]string{"en": "<summary>Hint</summary>", "zh": "<summary>提示</summary>"}
+	answer := regexp.MustCompile(`<summary>(Answer|答案)`)
+	guideHeading := map[string]string{"en": "### Chapter %d\n", "zh": "### 第 %d 章\n"}
 	item := regexp.MustCompile(`(?m)^\d+\. `)
 	for _, lang := range langs {
+		g, err := os.ReadFile(guides[lang])
+		if err != nil {
+			t.Fatalf("the instructor guide: %v", err)
+		}
+		guide := string(g)
 		for _, c := range chapters(t, lang) {
 			b, err := os.ReadFile(c.path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			text := string(b)
+			if answer.MatchString(text) {
+				t.Errorf("%s shows an answer (<summary>Answer</summary>): learners' pages keep hints, answers go to docs/%s", c.path, guides[lang])
+			}
 			i := strings.Index(text, "\n"+heading[lang]+"\n")
 			if i < 0 {
 				t.Errorf("%s has no %q section", c.path, heading[lang])
@@ -678,13 +712,86 @@ func TestExercises(t *testing.T) {
 			if j := strings.Index(section[len(heading[lang]):], "\n## "); j >= 0 {
 				section = section[:len(heading[lang])+j]
 			}
-			n, answers := len(item.FindAllString(section, -1)), strings.Count(section, "<details>")
+			n, hints := len(item.FindAllString(section, -1)), strings.Count(section, hint[lang])
 			if n < 3 || n > 5 {
 				t.Errorf("%s: %d exercises, want 3-5", c.path, n)
 			}
-			if answers != n {
-				t.Errorf("%s: %d exercises but %d answers (<details>)", c.path, n, answers)
+			if hints != n || strings.Count(section, "<details>") != n {
+				t.Errorf("%s: %d exercises but %d hints (<details>%s)", c.path, n, hints, hint[lang])
 			}
+			num, _ := strconv.Atoi(c.num)
+			h := fmt.Sprintf(guideHeading[lang], num)
+			k := strings.Index(guide, h)
+			if k < 0 {
+				t.Errorf("docs/%s has no heading %q for %s", guides[lang], strings.TrimSpace(h), c.path)
+				continue
+			}
+			part := guide[k+len(h):]
+			if e := strings.Index(part, "\n### "); e >= 0 {
+				part = part[:e]
+			}
+			got := regexp.MustCompile(`(?m)^\*\*`+strconv.Itoa(num)+`\.(\d+)\*\* `).FindAllStringSubmatch(part, -1)
+			var nums, want []string
+			for _, m := range got {
+				nums = append(nums, m[1])
+			}
+			for k := 1; k <= n; k++ {
+				want = append(want, strconv.Itoa(k))
+			}
+			if !slices.Equal(nums, want) {
+				t.Errorf("docs/%s answers %s's exercises %v, want %v", guides[lang], c.path, nums, want)
+			}
+		}
+	}
+}
+
+// TestPlainShell: every runnable block works in a reader's fresh shell. It
+// names no variable such a shell lacks ($TMPDIR is unset on most Linux
+// desktops; $DOCS_* exist only inside this test) unless it gives a default,
+// as ${TMPDIR:-/tmp} does. Scratch space is W=$(mktemp -d).
+func TestPlainShell(t *testing.T) {
+	bad := regexp.MustCompile(`\$(TMPDIR\b|\{TMPDIR\}|DOCS_\w+|\{DOCS_\w+\})`)
+	files := []string{"README.md", "workshop.md", "zh/workshop.md"}
+	for _, lang := range langs {
+		for _, c := range chapters(t, lang) {
+			files = append(files, c.path)
+		}
+	}
+	for _, f := range files {
+		blocks, _ := parse(t, f)
+		for _, b := range blocks {
+			if !strings.HasPrefix(b.info, "sh") && !strings.HasPrefix(b.info, "bash") {
+				continue
+			}
+			for i, l := range strings.Split(b.body, "\n") {
+				if m := bad.FindString(l); m != "" {
+					t.Errorf("%s:%d: %q: a reader's fresh shell has no such variable (use W=$(mktemp -d), or ${TMPDIR:-/tmp})", f, b.line+1+i, m)
+				}
+			}
+		}
+	}
+}
+
+// TestPrerequisites: docs/README.md's "Before you start" names every
+// program the blocks call, and its Debian/Ubuntu line installs them all.
+func TestPrerequisites(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if n := strings.Count(text, aptInstall); n < 2 {
+		t.Errorf("docs/README.md should give `%s` in both languages (found %d times)", aptInstall, n)
+	}
+	for _, tool := range readerTools {
+		if tool.program == "bash" {
+			continue
+		}
+		if !strings.Contains(text, "`"+tool.program+"`") {
+			t.Errorf("docs/README.md's prerequisites do not name `%s`", tool.program)
+		}
+		if !strings.Contains(aptInstall, " "+tool.pkg) {
+			t.Errorf("the install line does not install %s (for %s)", tool.pkg, tool.program)
 		}
 	}
 }

@@ -87,11 +87,12 @@ var capabilityProbes = map[string]func(ctx context.Context, e *shopEnv) capabili
 }
 
 // cleanEnv is the test's environment without SHOP_* settings, which would
-// otherwise leak into every shop a block starts.
+// otherwise leak into every shop a block starts, and without TMPDIR, which
+// most readers' shells do not have (a block must not count on it).
 func cleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SHOP_") && !strings.HasPrefix(kv, "SHOP=") && !strings.HasPrefix(kv, "LAB_ADDR=") && !strings.HasPrefix(kv, "ADMIN_TOKEN=") {
+		if !strings.HasPrefix(kv, "SHOP_") && !strings.HasPrefix(kv, "SHOP=") && !strings.HasPrefix(kv, "LAB_ADDR=") && !strings.HasPrefix(kv, "ADMIN_TOKEN=") && !strings.HasPrefix(kv, "TMPDIR=") {
 			out = append(out, kv)
 		}
 	}
@@ -119,9 +120,9 @@ func startShop(t *testing.T) *shopEnv {
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("the docs test runs from docs/ inside the module: %v", err)
 	}
-	for _, tool := range []string{"bash", "curl", "jq", "redis-cli", "sqlite3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the chapters' commands need %s on PATH (apt-get install -y curl jq redis-tools sqlite3): %v", tool, err)
+	for _, tool := range readerTools {
+		if _, err := exec.LookPath(tool.program); err != nil {
+			t.Fatalf("the chapters' commands need %s on PATH (%s): %v", tool.program, aptInstall, err)
 		}
 	}
 	e := &shopEnv{root: root, bin: t.TempDir(), caps: map[string]capability{}}
@@ -298,7 +299,6 @@ func blockEnv(e *shopEnv, work, labAddr string) []string {
 		"SHOP_SQLITE_PATH="+e.sqlite,
 		"LAB_ADDR="+labAddr,
 		"PATH="+e.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"TMPDIR="+work,
 		"DOCS_ROOT="+e.root,
 		"DOCS_BIN="+e.bin,
 		"DOCS_STATE="+filepath.Join(work, "state.sh"),
