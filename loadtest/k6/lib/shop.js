@@ -1,15 +1,41 @@
 // Shared helpers of the shop's k6 scripts: settings from __ENV, the API
-// calls setup() needs, logins, and a summary writer. Everything here follows
-// docs/api.md.
+// calls setup() needs, retries that honour Retry-After, the invariant
+// counters, the audit that teardown() asks, and the summary. Everything here
+// follows docs/api.md. Syntax: ES2020 without numeric separators, which k6
+// parses since v0.54 only; the scripts need k6 v0.54.0 or newer anyway
+// (README, "Which k6").
 import http from 'k6/http';
-import exec from 'k6/execution';
+import { sleep } from 'k6';
+import { Counter } from 'k6/metrics';
 
 /** Base URL of the shop (or its load balancer). */
 export const BASE_URL = (__ENV.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
-/** Admin token of the shop (SHOP_ADMIN_TOKEN); setup() needs it. */
+/** Admin token of the shop (SHOP_ADMIN_TOKEN); setup() and teardown() need it. */
 export const ADMIN_TOKEN = __ENV.ADMIN_TOKEN || '';
 /** A run id that keeps keys and users of two runs apart. */
 export const RUN_ID = __ENV.RUN_ID || String(Date.now());
+
+// The invariants the clients can see. Each must stay at zero: a single
+// count fails the run (threshold count==0, exit 99), never a percentage.
+/** A buyer or key that got two orders (two 201s, or 2xx answers naming two orders). */
+export const duplicateOrders = new Counter('duplicate_orders');
+/** An order charged twice (two fresh 200s for one order, or a wallet debited twice). */
+export const doubleCharges = new Counter('double_charges');
+/** Units sold beyond what was added: from the audit's product rows (teardown). */
+export const oversoldUnits = new Counter('oversold_units');
+/** A violation the audit (GET /api/v1/admin/audit) found, tagged with its invariant. */
+export const auditViolations = new Counter('audit_violations');
+/** An iteration that threw (a wrong status, a body that is not the contract's). */
+export const iterationErrors = new Counter('iteration_errors');
+
+/** The invariant thresholds every script carries. */
+export const INVARIANTS = {
+  duplicate_orders: ['count==0'],
+  double_charges: ['count==0'],
+  oversold_units: ['count==0'],
+  audit_violations: ['count==0'],
+  iteration_errors: ['count==0'],
+};
 
 /**
  * An integer setting from __ENV.
@@ -33,7 +59,7 @@ export function envInt(name, def) {
 export function userBase() {
   const fromEnv = envInt('USER_BASE', 0);
   if (fromEnv > 0) return fromEnv;
-  return 1_000_000 + (Number(RUN_ID.replace(/\D/g, '').slice(-9)) % 1_000_000_000) * 10;
+  return 1000000 + (Number(RUN_ID.replace(/\D/g, '').slice(-9)) % 1000000000) * 10;
 }
 
 /**
@@ -75,7 +101,47 @@ export function code(res) {
 }
 
 /**
- * Creates the product of a run (admin, idempotent under the run id).
+ * Whether an answer means "not now, nothing changed": 503 busy, unavailable
+ * or overloaded (the last before the request was read), or 429.
+ * @param {import('k6/http').RefinedResponse<any>} res
+ */
+export function notNow(res) {
+  return res.status === 503 || res.status === 429;
+}
+
+/**
+ * Sends until the answer is not "not now", at most `tries` times, waiting
+ * as long as Retry-After says (seconds; 1 when absent), as docs/api.md asks
+ * of a client. The same request (same Idempotency-Key) each time.
+ * @param {() => import('k6/http').RefinedResponse<any>} send
+ * @param {number} [tries]
+ */
+export function retrying(send, tries = 5) {
+  let res = send();
+  for (let n = 1; n < tries && notNow(res); n++) {
+    const after = parseInt(res.headers['Retry-After'] || '', 10);
+    sleep(Number.isFinite(after) && after >= 0 ? Math.min(after, 30) : 1);
+    res = send();
+  }
+  return res;
+}
+
+/**
+ * Runs one iteration's body; an exception is counted in iteration_errors
+ * (and logged) instead of only being logged, as k6 would do with it.
+ * @param {() => void} fn
+ */
+export function guard(fn) {
+  try {
+    fn();
+  } catch (e) {
+    iterationErrors.add(1);
+    console.error(`iteration error: ${e}`);
+  }
+}
+
+/**
+ * Creates a product of the run (admin, idempotent under the run id).
  * @param {string} name
  * @param {number} stock
  * @param {number} priceCents
@@ -83,27 +149,29 @@ export function code(res) {
  */
 export function createProduct(name, stock, priceCents) {
   if (!ADMIN_TOKEN) throw new Error('ADMIN_TOKEN is required (the shop\'s SHOP_ADMIN_TOKEN)');
-  const res = http.post(`${BASE_URL}/api/v1/admin/products`, JSON.stringify({ name, price_cents: priceCents, stock }),
-    params(ADMIN_TOKEN, `k6-product-${RUN_ID}-${name.replace(/[^A-Za-z0-9]/g, '-')}`));
+  const key = `k6-product-${RUN_ID}-${name.replace(/[^A-Za-z0-9]/g, '-')}`;
+  const res = retrying(() => http.post(`${BASE_URL}/api/v1/admin/products`, JSON.stringify({ name, price_cents: priceCents, stock }),
+    params(ADMIN_TOKEN, key, { name: 'admin' })));
   if (res.status !== 201 && res.status !== 200) throw new Error(`create product: HTTP ${res.status} ${res.body}`);
   return body(res).id;
 }
 
 /**
- * Logs users base+first+1 .. base+first+n in (demo login), in batches of
- * 100; returns their tokens by index.
+ * Logs users base+1 .. base+n in (demo login) and returns their tokens by
+ * index. Meant for setup(): the buyers are ready before the sale opens, so
+ * no login is measured with it. http.batch sends six at a time to one host
+ * (k6's batchPerHost), 100 per call here.
  * @param {number} base
- * @param {number} first
  * @param {number} n
  * @returns {string[]}
  */
-export function tokens(base, first, n) {
+export function tokens(base, n) {
   /** @type {string[]} */
   const out = [];
-  for (let i = first; i < first + n; i += 100) {
+  for (let i = 0; i < n; i += 100) {
     /** @type {import('k6/http').BatchRequests} */
     const reqs = [];
-    for (let j = i; j < Math.min(first + n, i + 100); j++) {
+    for (let j = i; j < Math.min(n, i + 100); j++) {
       reqs.push(['POST', `${BASE_URL}/api/v1/auth/token`, JSON.stringify({ user_id: base + j + 1 }), params('', undefined, { name: 'login' })]);
     }
     for (const res of http.batch(reqs)) {
@@ -114,58 +182,73 @@ export function tokens(base, first, n) {
   return out;
 }
 
-/** @type {{ vu: number, first: number, tokens: string[] }} */
-let cache = { vu: 0, first: 0, tokens: [] };
-
 /**
- * The tokens of the buyers one VU serves (users base+first+1 ..
- * base+first+n), logged in on the VU's first iteration and kept for the
- * rest. setup() hands out no tokens: k6 copies setup()'s result into every
- * VU, and thousands of tokens times hundreds of VUs is hundreds of MB.
- * @param {number} base
- * @param {number} first
- * @param {number} n
- * @returns {string[]}
+ * teardown()'s verdict: asks the shop-wide audit (GET /api/v1/admin/audit)
+ * and counts what is off, so that thresholds fail the run: every violation
+ * in audit_violations (tagged with its invariant), and the units sold beyond
+ * what was added to the run's products in oversold_units. It uses `ok` and
+ * the violations list; the `lab` section (lab races, whose violations are
+ * the lesson of the race) changes neither and is not read. An audit that
+ * does not answer throws: the run cannot be judged.
+ * @param {number[]} products the run's products
  */
-export function vuTokens(base, first, n) {
-  const vu = exec.vu.idInTest;
-  if (cache.vu !== vu || cache.first !== first || cache.tokens.length !== n) {
-    cache = { vu, first, tokens: tokens(base, first, n) };
+export function audit(products) {
+  const res = retrying(() => http.get(`${BASE_URL}/api/v1/admin/audit`, params(ADMIN_TOKEN, undefined, { name: 'audit' })));
+  if (res.status !== 200) throw new Error(`audit: HTTP ${res.status} ${res.body}`);
+  const a = body(res);
+  for (const v of a.violations || []) {
+    auditViolations.add(1, { invariant: String(v.invariant) });
+    console.error(`audit: ${v.invariant} ${v.product_id !== undefined ? `product ${v.product_id}` : `user ${v.user_id}`}: ${v.detail}`);
   }
-  return cache.tokens;
+  for (const p of a.products || []) {
+    if (!products.includes(p.product_id)) continue;
+    const over = p.sold - p.returned - p.added;
+    if (over > 0) {
+      oversoldUnits.add(over, { seen_by: 'audit' });
+      console.error(`audit: product ${p.product_id} oversold by ${over} units (added ${p.added}, sold ${p.sold}, returned ${p.returned})`);
+    }
+  }
+  if (!a.ok && (a.violations || []).length === 0) {
+    auditViolations.add(1, { invariant: 'unknown' });
+    console.error('audit: not ok, and no violation listed');
+  }
 }
 
 /**
- * One user's token (for executors where a VU does not know its buyers in
- * advance).
- * @param {number} userId
- * @returns {string}
- */
-export function token(userId) {
-  const res = http.post(`${BASE_URL}/api/v1/auth/token`, JSON.stringify({ user_id: userId }), params('', undefined, { name: 'login' }));
-  if (res.status !== 200) throw new Error(`login: HTTP ${res.status} ${res.body}`);
-  return body(res).token;
-}
-
-/**
- * handleSummary's result: the whole summary as JSON in SUMMARY_DIR (default
- * the working directory) and one line per metric of interest on stdout.
+ * handleSummary's result: every thresholded metric with ✓ or ✗ per
+ * threshold (or "no samples", which k6 does not evaluate), the checks with
+ * their pass and fail counts, and the whole summary as JSON in SUMMARY_DIR
+ * (default: the working directory).
  * @param {string} name
  * @param {any} data
+ * @param {Record<string, any[]>} thresholds the script's options.thresholds
  * @returns {Record<string, string>}
  */
-export function summary(name, data) {
+export function summary(name, data, thresholds) {
   const dir = (__ENV.SUMMARY_DIR || '.').replace(/\/+$/, '');
+  const file = `${dir}/${name}-summary.json`;
   /** @type {string[]} */
-  const lines = [`${name}: summary written to ${dir}/${name}-summary.json`];
-  for (const m of ['http_reqs', 'http_req_failed', 'checks', 'orders_created', 'sold_out', 'replays', 'payments_charged', 'http_req_duration']) {
-    const metric = data.metrics && data.metrics[m];
-    if (!metric) continue;
-    const failed = metric.thresholds && Object.values(metric.thresholds).some((t) => !(/** @type {any} */ (t)).ok);
-    lines.push(`  ${m}: ${JSON.stringify(metric.values)}${failed ? '  THRESHOLD FAILED' : ''}`);
+  const lines = [`${name}: thresholds`];
+  for (const key of Object.keys(thresholds)) {
+    const m = data.metrics[key];
+    if (!m || !m.thresholds) {
+      lines.push(`  - ${key}: no samples (not evaluated)`);
+      continue;
+    }
+    const shown = m.type === 'counter' ? `count=${m.values.count}`
+      : m.type === 'rate' ? `rate=${m.values.rate.toFixed(4)} (${m.values.passes} of ${m.values.passes + m.values.fails})`
+        : Object.keys(m.values).map((k) => `${k}=${Number(m.values[k]).toFixed(2)}`).join(' ');
+    for (const [expr, r] of Object.entries(m.thresholds)) {
+      lines.push(`  ${(/** @type {any} */ (r)).ok ? '✓' : '✗'} ${key} ${expr}  ${shown}`);
+    }
   }
-  return {
-    [`${dir}/${name}-summary.json`]: JSON.stringify(data, null, 2),
-    stdout: lines.join('\n') + '\n',
+  lines.push(`${name}: checks`);
+  /** @param {any} g */
+  const walk = (g) => {
+    for (const c of g.checks || []) lines.push(`  ${c.fails === 0 ? '✓' : '✗'} ${c.path}  passes=${c.passes} fails=${c.fails}`);
+    for (const sub of g.groups || []) walk(sub);
   };
+  walk(data.root_group);
+  lines.push(`${name}: summary written to ${file}`);
+  return { [file]: JSON.stringify(data, null, 2), stdout: lines.join('\n') + '\n' };
 }

@@ -1,32 +1,48 @@
 #!/usr/bin/env node
-// A small stand-in for `k6 run`, for smoke runs where no k6 binary exists:
+// A stand-in for `k6 run` where no k6 binary exists (CI):
 //
-//   node shim/run.mjs [-e NAME=VALUE]... [--max-iterations N] script.js
+//   node shim/run.mjs [-e NAME=VALUE]... script.js
 //
-// It runs the script's setup(), then its scenarios (per-vu-iterations,
-// shared-iterations, constant-vus and the arrival-rate executors) one VU
-// after another in this thread, with k6's synchronous HTTP (see http.mjs),
-// then teardown(), evaluates the thresholds and calls handleSummary.
-// --max-iterations caps each scenario's iterations (a smoke run).
+// It follows k6 wherever the verdict depends on it (the conformance table in
+// conformance.test.mjs holds it to that):
 //
-// Exit status, as k6's: 0 passed; 99 a threshold failed; 107 setup() or the
-// script threw. Stricter than k6: an exception inside an iteration (k6
-// logs it and goes on) also exits 108, since in a smoke run it means a
-// wrong URL, status or body shape.
+// - VUs run at once, each in its own JS context with its own run of the init
+//   code (vu.mjs); hundreds of requests are in flight together.
+// - The executors' timing: per-vu-iterations, shared-iterations,
+//   constant-vus, constant-arrival-rate and ramping-arrival-rate (k6's
+//   formula for when iteration n starts), startTime, maxDuration, duration,
+//   gracefulStop; an arrival-rate iteration without a free VU is counted in
+//   dropped_iterations.
+// - An iteration that throws ends there, is logged and still counted in
+//   `iterations` (k6 js/runner.go emits it for every iteration that was not
+//   interrupted); the run goes on.
+// - Thresholds are evaluated after teardown(); one whose (sub)metric got no
+//   samples is not evaluated and does not fail the run.
+// - Exit codes as k6's (errext/exitcodes/codes.go): 0 passed, 99 a threshold
+//   crossed, 107 the script threw in init, setup() or teardown(), 108
+//   exec.test.abort() (which stops the run at once; teardown() still runs).
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { register } from 'node:module';
 import { dirname, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { holds, metrics, parseSubmetric, state, values, add } from './runtime.mjs';
+import vm from 'node:vm';
+import { holds, metrics, parseExpr, parseSubmetric, values, add } from './metrics.mjs';
+import { Abort, Interrupt, VU, ms } from './vu.mjs';
+
+// vm.SourceTextModule needs --experimental-vm-modules: run again with it.
+if (typeof vm.SourceTextModule !== 'function') {
+  const r = spawnSync(process.execPath, ['--experimental-vm-modules', '--no-warnings', ...process.argv.slice(1)], { stdio: 'inherit' });
+  process.exit(r.status === null ? 1 : r.status);
+}
+
+const EXIT = { thresholds: 99, script: 107, aborted: 108 };
 
 function usage(msg) {
-  if (msg) console.error(`k6 shim: ${msg}`);
-  console.error('usage: node shim/run.mjs [-e NAME=VALUE]... [--max-iterations N] script.js');
+  if (msg) console.error(`k6 runner: ${msg}`);
+  console.error('usage: node shim/run.mjs [-e NAME=VALUE]... script.js');
   process.exit(2);
 }
 
 const env = { ...process.env };
-let maxIterations = Infinity;
 let script = '';
 const args = process.argv.slice(2);
 if (args[0] === 'run') args.shift();
@@ -37,9 +53,6 @@ for (let i = 0; i < args.length; i++) {
     const j = kv.indexOf('=');
     if (j < 1) usage(`-e ${kv}: want NAME=VALUE`);
     env[kv.slice(0, j)] = kv.slice(j + 1);
-  } else if (a === '--max-iterations') {
-    maxIterations = Number(args[++i]);
-    if (!(maxIterations > 0)) usage('--max-iterations wants a positive number');
   } else if (a.startsWith('-')) {
     usage(`unknown flag ${a}`);
   } else if (script) {
@@ -50,178 +63,362 @@ for (let i = 0; i < args.length; i++) {
 }
 if (!script) usage('no script');
 
-globalThis.__ENV = env;
-globalThis.__VU = 0;
-globalThis.__ITER = 0;
-register('./loader.mjs', import.meta.url);
+const since = (t0) => ((performance.now() - t0) / 1000).toFixed(0).padStart(4, '0');
+const waitMs = (n) => new Promise((r) => setTimeout(r, Math.max(0, n)));
 
-/** "30s", "5m", "1h30m" -> seconds */
-function seconds(d) {
-  if (typeof d === 'number') return d / 1000;
-  let total = 0;
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
-  let m, seen = '';
-  while ((m = re.exec(String(d)))) {
-    total += Number(m[1]) * { ms: 0.001, s: 1, m: 60, h: 3600 }[m[2]];
-    seen += m[0];
+class Run {
+  constructor() {
+    this.options = {};
+    this.started = performance.now();
+    this.completed = 0;
+    this.interrupted = 0;
+    this.active = 0;
+    this.initialized = 0;
+    this.lastId = 0;
+    /** @type {VU[]} */
+    this.free = [];
+    /** @type {Set<VU>} */
+    this.busy = new Set();
+    this.aborted = '';
+    /** @type {Map<string, Map<string, {passes: number, fails: number}>>} group path -> check -> counts */
+    this.checks = new Map();
+    this.batchLimits = { batch: 20, batchPerHost: 6 };
+    /** @type {Set<() => void>} */
+    this.onAbort = new Set();
   }
-  if (seen !== String(d)) throw new Error(`duration ${d}`);
-  return total;
+
+  log(level, msg) {
+    process.stderr.write(`${level}[${since(this.started)}] ${msg}\n`);
+  }
+
+  check(group, name, ok) {
+    let g = this.checks.get(group);
+    if (!g) this.checks.set(group, (g = new Map()));
+    const c = g.get(name) || { passes: 0, fails: 0 };
+    if (ok) c.passes++;
+    else c.fails++;
+    g.set(name, c);
+  }
+
+  abort(msg, from) {
+    if (this.aborted) return;
+    this.aborted = msg || 'test aborted';
+    this.log('ERRO', `test aborted: ${this.aborted}`);
+    for (const vu of this.busy) if (vu !== from) vu.interrupt();
+    for (const f of this.onAbort) f();
+  }
+
+  async newVU() {
+    const vu = new VU(++this.lastId, script, env, this);
+    await vu.init();
+    this.initialized++;
+    return vu;
+  }
+
+  /** Up to n initialised VUs (more are made as needed). */
+  async take(n) {
+    const got = this.free.splice(0, n);
+    while (got.length < n) got.push(await this.newVU());
+    return got;
+  }
 }
 
-/** The iterations of one scenario, as [vu, iterationInScenario] pairs. */
-function plan(name, sc) {
-  const out = [];
-  const push = (vu, n) => out.push([vu, n]);
-  switch (sc.executor) {
-    case 'per-vu-iterations': {
-      const vus = sc.vus ?? 1, its = sc.iterations ?? 1;
-      for (let v = 1; v <= vus; v++) for (let k = 0; k < its; k++) push(v, k);
-      break;
-    }
-    case 'shared-iterations': {
-      const vus = sc.vus ?? 1, its = sc.iterations ?? 1;
-      const per = new Array(vus + 1).fill(0);
-      for (let k = 0; k < its; k++) { const v = (k % vus) + 1; push(v, per[v]++); }
-      break;
-    }
-    case 'constant-arrival-rate':
-    case 'ramping-arrival-rate': {
-      const unit = seconds(sc.timeUnit || '1s');
-      let total;
-      if (sc.executor === 'constant-arrival-rate') total = Math.round((sc.rate * seconds(sc.duration)) / unit);
-      else total = Math.round((sc.stages || []).reduce((a, st) => a + ((st.target + (sc.startRate || 0)) / 2) * seconds(st.duration) / unit, 0));
-      const vus = Math.max(1, sc.preAllocatedVUs || 1);
-      const per = new Array(vus + 1).fill(0);
-      for (let k = 0; k < total; k++) { const v = (k % vus) + 1; push(v, per[v]++); }
-      break;
-    }
-    case 'constant-vus': {
-      for (let v = 1; v <= (sc.vus ?? 1); v++) push(v, 0);
-      break;
-    }
-    default:
-      throw new Error(`scenario ${name}: executor ${sc.executor} is not supported by the shim`);
-  }
-  return out.slice(0, Math.min(out.length, maxIterations));
-}
+const run = new Run();
 
-let exitCode = 0;
-let iterationErrors = 0;
-const mod = await import(pathToFileURL(resolve(script)).href);
+// The first context: options, setup(), teardown(), handleSummary() (k6 runs
+// those in a VU of their own, __VU 0).
+const vu0 = new VU(0, script, env, run);
+let mod;
+try {
+  mod = await vu0.init();
+} catch (e) {
+  run.log('ERRO', `the script's init code threw: ${e && e.stack ? e.stack : e}`);
+  process.exit(EXIT.script);
+}
 const options = mod.options || {};
-const scenarios = options.scenarios || {
-  default: { executor: options.iterations ? 'shared-iterations' : 'constant-vus', vus: options.vus || 1, iterations: options.iterations || 1 },
+run.options = options;
+if (options.batch) run.batchLimits.batch = options.batch;
+if (options.batchPerHost) run.batchLimits.batchPerHost = options.batchPerHost;
+
+/** The scenarios, with k6's shortcuts (vus/iterations/duration) and defaults. */
+function scenarios() {
+  if (options.scenarios) return options.scenarios;
+  if (options.stages) usage('options.stages (ramping-vus) is not implemented');
+  if (options.duration) return { default: { executor: 'constant-vus', vus: options.vus || 1, duration: options.duration } };
+  return { default: { executor: 'shared-iterations', vus: options.vus || 1, iterations: options.iterations || 1 } };
+}
+
+// Thresholds are checked before the run starts, as k6 does (a bad expression is an error, exit 104).
+/** @type {[string, string, Record<string,string>, string[]][]} */
+const thresholds = [];
+for (const [key, list] of Object.entries(options.thresholds || {})) {
+  const [name, tags] = parseSubmetric(key);
+  const exprs = list.map((e) => (typeof e === 'string' ? e : e.threshold));
+  const m = metrics.get(name);
+  if (!m) {
+    run.log('ERRO', `invalid threshold on ${key}: no metric ${name}`);
+    process.exit(104);
+  }
+  for (const e of exprs) parseExpr(e, m.type);
+  thresholds.push([key, name, tags, exprs]);
+}
+
+// Pre-allocate the VUs every scenario starts with, before setup() as k6
+// does (lib/execution.go Init), so that the scenarios start right after it.
+const plan = scenarios();
+const need = Object.values(plan).reduce((a, c) => a + (c.executor.endsWith('arrival-rate') ? c.preAllocatedVUs || 1 : c.vus || 1), 0);
+try {
+  run.free.push(...(await Promise.all(Array.from({ length: need }, () => run.newVU()))));
+  run.free.sort((a, b) => a.id - b.id);
+} catch (e) {
+  run.log('ERRO', `a VU's init code threw: ${e && e.stack ? e.stack : e}`);
+  process.exit(EXIT.script);
+}
+let setupJSON = 'null';
+if (typeof mod.setup === 'function') {
+  vu0.phase = 'setup';
+  try {
+    const data = await vu0.call(mod.setup, []);
+    setupJSON = data === undefined ? 'null' : JSON.stringify(data);
+  } catch (e) {
+    if (e instanceof Abort) {
+      run.log('ERRO', 'setup() called test.abort()');
+      process.exit(EXIT.aborted);
+    }
+    run.log('ERRO', `setup() threw: ${e && e.stack ? e.stack : e}`);
+    process.exit(EXIT.script);
+  }
+  vu0.phase = '';
+}
+const vuData = (vu) => {
+  if (!('data' in vu)) vu.data = JSON.parse(setupJSON);
+  return vu.data;
 };
 
-let data;
-try {
-  if (typeof mod.setup === 'function') {
-    state.inSetup = true;
-    state.group = '::setup';
-    data = mod.setup();
-    state.inSetup = false;
-    state.group = '';
-  }
-} catch (e) {
-  console.error(`ERRO[shim] setup() threw: ${e && e.stack ? e.stack : e}`);
-  process.exit(107);
-}
-const vuData = () => (data === undefined ? undefined : JSON.parse(JSON.stringify(data)));
-
-let iterationInTest = 0;
-for (const [name, sc] of Object.entries(scenarios)) {
-  const fn = mod[sc.exec || 'default'];
-  if (typeof fn !== 'function') throw new Error(`scenario ${name}: the script exports no ${sc.exec || 'default'} function`);
-  state.scenario.name = name;
-  state.scenario.executor = sc.executor;
-  let inScenario = 0;
-  for (const [vu, k] of plan(name, sc)) {
-    state.vu.idInTest = vu;
-    state.vu.iterationInScenario = k;
-    state.vu.iterationInInstance = k;
-    state.scenario.iterationInTest = inScenario++;
-    globalThis.__VU = vu;
-    globalThis.__ITER = k;
-    const t0 = performance.now();
-    try {
-      fn(vuData());
-      state.completed++;
-    } catch (e) {
-      iterationErrors++;
-      console.error(`ERRO[shim] scenario ${name}, VU ${vu}, iteration ${k}: ${e && e.stack ? e.stack : e}`);
-    }
-    add('iterations', 'counter', 1, { scenario: name });
-    add('iteration_duration', 'trend', performance.now() - t0, { scenario: name });
-    iterationInTest++;
-  }
-}
-if (typeof mod.teardown === 'function') {
+/**
+ * One iteration of a scenario on a VU. Resolves when it ends; never rejects.
+ * @param {VU} vu
+ * @param {any} sc the scenario's state
+ */
+async function iterate(vu, sc) {
+  vu.reset();
+  run.busy.add(vu);
+  run.active++;
+  vu.iterations++;
+  vu.context.__ITER = vu.iterations - 1;
+  vu.scenario = { name: sc.name, executor: sc.executor, startTime: sc.startedAt, iterationInTest: sc.next++, iterationInScenario: sc.perVU.get(vu) || 0 };
+  sc.perVU.set(vu, vu.scenario.iterationInScenario + 1);
+  const t0 = performance.now();
+  let full = true;
   try {
-    mod.teardown(vuData());
+    await vu.call(vu.exports[sc.fn], [vuData(vu)]);
   } catch (e) {
-    console.error(`ERRO[shim] teardown() threw: ${e}`);
-    exitCode = 107;
+    if (e instanceof Interrupt || (run.aborted && !(e instanceof Abort))) {
+      full = false;
+    } else if (!(e instanceof Abort)) {
+      run.log('ERRO', `${e && e.stack ? e.stack : e}  executor=${sc.executor} scenario=${sc.name} vu=${vu.id} source=stacktrace`);
+    }
+  }
+  run.busy.delete(vu);
+  run.active--;
+  if (full) {
+    add('iterations', 'counter', 1, { scenario: sc.name });
+    add('iteration_duration', 'trend', performance.now() - t0, { scenario: sc.name }, 'time');
+    run.completed++;
+  } else {
+    run.interrupted++;
   }
 }
 
-// Thresholds and the summary data, in k6's shape.
-const elapsed = (Date.now() - state.started) / 1000;
+/** When iteration n (1, 2, ...) of a ramping-arrival-rate starts, in ms (k6 RampingArrivalRateConfig.cal). */
+function* rampingTimes(sc) {
+  const unit = ms(sc.timeUnit, 1000);
+  let from = (sc.startRate || 0) / unit, start = 0, done = 0, end = 0, i = 1;
+  for (const st of sc.stages) {
+    const to = st.target / unit, dur = ms(st.duration, 0);
+    if (from !== to) {
+      end += dur * ((to - from) / 2 + from);
+      for (; i <= end + 1e-9; i++) yield start + (from * dur - Math.sqrt(Math.max(0, dur * (from * from * dur + 2 * (i - done) * (to - from))))) / (from - to);
+    } else {
+      end += dur * to;
+      for (; i <= end + 1e-9; i++) yield start + (i - done) / to;
+    }
+    done = end;
+    from = to;
+    start += dur;
+  }
+}
+
+/** constant-arrival-rate: iteration k at k * timeUnit / rate, from 0, while inside duration. */
+function* constantTimes(sc) {
+  const period = ms(sc.timeUnit, 1000) / sc.rate, dur = ms(sc.duration, 0);
+  for (let k = 0; k * period < dur; k++) yield k * period;
+}
+
+/** Runs one scenario to its end (or the graceful stop). */
+async function scenario(name, cfg) {
+  const sc = { name, executor: cfg.executor, fn: cfg.exec || 'default', next: 0, perVU: new Map(), startedAt: 0 };
+  if (typeof mod[sc.fn] !== 'function') throw new Error(`scenario ${name}: the script exports no function ${cfg.exec || 'default'}`);
+  const grace = ms(cfg.gracefulStop, 30000);
+  await waitMs(ms(cfg.startTime, 0) - (performance.now() - run.testStart));
+  if (run.aborted) return;
+  sc.startedAt = Date.now();
+  const t0 = performance.now();
+  const arrival = cfg.executor === 'constant-arrival-rate' || cfg.executor === 'ramping-arrival-rate';
+  const iterationBased = cfg.executor === 'per-vu-iterations' || cfg.executor === 'shared-iterations';
+  let stopAt;
+  if (iterationBased) stopAt = ms(cfg.maxDuration, 600000);
+  else if (cfg.executor === 'constant-vus' || cfg.executor === 'constant-arrival-rate') stopAt = ms(cfg.duration, 0);
+  else if (cfg.executor === 'ramping-arrival-rate') stopAt = cfg.stages.reduce((a, st) => a + ms(st.duration, 0), 0);
+  else throw new Error(`scenario ${name}: executor ${cfg.executor} is not implemented`);
+  const vus = await run.take(arrival ? cfg.preAllocatedVUs || 1 : cfg.vus || 1);
+  const mine = new Set(vus);
+  // At the end of the graceful stop, whatever still runs is interrupted.
+  let hard;
+  const hardStop = new Promise((r) => { hard = setTimeout(r, stopAt + grace); });
+  hardStop.then(() => { for (const vu of mine) if (run.busy.has(vu)) vu.interrupt(); });
+  const time = () => performance.now() - t0;
+  const live = () => !run.aborted && time() < stopAt;
+
+  const loops = [];
+  if (cfg.executor === 'per-vu-iterations') {
+    for (const vu of vus) loops.push((async () => { for (let k = 0; k < (cfg.iterations || 1) && live(); k++) await iterate(vu, sc); })());
+  } else if (cfg.executor === 'shared-iterations') {
+    let left = cfg.iterations || 1;
+    for (const vu of vus) loops.push((async () => { while (left > 0 && live()) { left--; await iterate(vu, sc); } })());
+  } else if (cfg.executor === 'constant-vus') {
+    for (const vu of vus) loops.push((async () => { while (live()) await iterate(vu, sc); })());
+  } else {
+    const max = Math.max(cfg.maxVUs || 0, vus.length);
+    const idle = [...vus];
+    let total = vus.length, dropped = 0, growing = false;
+    const running = new Set();
+    const times = cfg.executor === 'constant-arrival-rate' ? constantTimes(cfg) : rampingTimes(cfg);
+    for (const at of times) {
+      if (!live() || at >= stopAt) break;
+      if (at > time()) await waitMs(at - time());
+      if (!live()) break;
+      const vu = idle.pop();
+      if (!vu) {
+        dropped++;
+        add('dropped_iterations', 'counter', 1, { scenario: name });
+        // Like k6, start one more VU in the background while below maxVUs.
+        if (total < max && !growing) {
+          growing = true;
+          total++;
+          run.take(1).then(([v]) => { mine.add(v); idle.push(v); growing = false; });
+        }
+        continue;
+      }
+      const p = iterate(vu, sc).then(() => { running.delete(p); idle.push(vu); });
+      running.add(p);
+    }
+    if (dropped > 0) run.log('WARN', `scenario ${name}: ${dropped} iterations dropped (no free VU; maxVUs ${max})`);
+    loops.push(...running);
+  }
+  await Promise.race([Promise.all(loops), hardStop]);
+  // Interrupted iterations end at their next wait; let them.
+  await Promise.all(loops);
+  clearTimeout(hard);
+  for (const vu of mine) run.free.push(vu);
+}
+
+run.testStart = performance.now();
+let exitCode = 0;
+try {
+  await Promise.all(Object.entries(plan).map(([n, c]) => scenario(n, c)));
+} catch (e) {
+  run.log('ERRO', String(e && e.stack ? e.stack : e));
+  process.exit(EXIT.script);
+}
+if (run.aborted) exitCode = EXIT.aborted;
+
+if (typeof mod.teardown === 'function') {
+  vu0.phase = 'teardown';
+  vu0.reset();
+  try {
+    await vu0.call(mod.teardown, [JSON.parse(setupJSON)]);
+  } catch (e) {
+    if (e instanceof Abort) exitCode = EXIT.aborted;
+    else {
+      run.log('ERRO', `teardown() threw: ${e && e.stack ? e.stack : e}`);
+      exitCode = exitCode || EXIT.script;
+    }
+  }
+}
+
+// Thresholds and handleSummary's data, in k6's shape.
+const elapsed = (performance.now() - run.started) / 1000;
+const trendStats = options.summaryTrendStats || ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)'];
+const pick = (type, v) => (type === 'trend' ? Object.fromEntries(trendStats.map((s) => [s, v[s]])) : v);
 /** @type {Record<string, any>} */
 const out = {};
-const contains = (n) => (/_duration$|^iteration_duration$/.test(n) ? 'time' : n.startsWith('data_') ? 'data' : 'default');
 for (const [name, m] of metrics) {
-  const v = values(m.type, m.samples, elapsed);
-  delete v._sorted;
-  out[name] = { type: m.type, contains: contains(name), values: v };
+  if (m.samples.length === 0) continue; // k6 reports only metrics that got samples
+  out[name] = { type: m.type, contains: m.contains, values: pick(m.type, values(m.type, m.samples, elapsed, trendStats.filter((s) => s.startsWith('p(')))) };
 }
 const crossed = [];
-for (const [key, exprs] of Object.entries(options.thresholds || {})) {
-  const [name, tags] = parseSubmetric(key);
-  const m = metrics.get(name);
-  if (!m) throw new Error(`threshold on ${key}: no metric ${name}`);
+for (const [key, name, tags, exprs] of thresholds) {
+  const m = /** @type {any} */ (metrics.get(name));
   const samples = m.samples.filter((s) => Object.entries(tags).every(([k, v]) => s.tags[k] === v));
-  const v = values(m.type, samples, elapsed);
+  if (samples.length === 0) continue; // no samples: not evaluated (k6 metrics/engine)
+  const wanted = exprs.map((e) => parseExpr(e, m.type).agg).filter((a) => a.startsWith('p('));
+  const v = values(m.type, samples, elapsed, [...new Set([...wanted, ...trendStats.filter((s) => s.startsWith('p('))])]);
   /** @type {Record<string, {ok: boolean}>} */
   const th = {};
   for (const e of exprs) {
-    const src = typeof e === 'string' ? e : e.threshold;
-    const ok = holds(src, m.type, v);
-    th[src] = { ok };
-    if (!ok) crossed.push(key);
+    const ok = holds(e, m.type, v);
+    th[e] = { ok };
+    if (!ok && !crossed.includes(key)) crossed.push(key);
   }
-  delete v._sorted;
-  out[key] = { ...(out[key] || { type: m.type, contains: contains(name), values: v }), thresholds: th };
+  out[key] = { type: m.type, contains: m.contains, values: pick(m.type, v), thresholds: th };
 }
+
+/** The checks as k6's root_group: nested groups, each with its checks. */
+function groups() {
+  const root = { name: '', path: '', id: '', groups: [], checks: [] };
+  const find = (path) => {
+    let g = root;
+    for (const part of path.split('::').slice(1)) {
+      let c = g.groups.find((x) => x.name === part);
+      if (!c) g.groups.push((c = { name: part, path: `${g.path}::${part}`, id: '', groups: [], checks: [] }));
+      g = c;
+    }
+    return g;
+  };
+  for (const [path, checks] of run.checks) {
+    const g = find(path);
+    for (const [name, c] of checks) g.checks.push({ name, path: `${path}::${name}`, id: '', passes: c.passes, fails: c.fails });
+  }
+  return root;
+}
+
 const summary = {
   metrics: out,
-  root_group: { name: '', path: '', checks: [...state.checks].map(([n, c]) => ({ name: n, path: `::${n}`, passes: c.passes, fails: c.fails })), groups: [] },
-  options: { summaryTrendStats: ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)'] },
+  root_group: groups(),
+  options: { summaryTrendStats: trendStats, summaryTimeUnit: '', noColor: true },
   state: { isStdOutTTY: false, isStdErrTTY: false, testRunDurationMs: elapsed * 1000 },
 };
-
 if (typeof mod.handleSummary === 'function') {
-  const files = mod.handleSummary(summary) || {};
-  for (const [dest, content] of Object.entries(files)) {
-    if (dest === 'stdout') process.stdout.write(String(content));
-    else if (dest === 'stderr') process.stderr.write(String(content));
-    else {
-      mkdirSync(dirname(resolve(dest)), { recursive: true });
-      writeFileSync(dest, String(content));
+  vu0.phase = 'summary';
+  try {
+    const files = (await vu0.call(mod.handleSummary, [summary])) || {};
+    for (const [dest, content] of Object.entries(files)) {
+      if (dest === 'stdout') process.stdout.write(String(content));
+      else if (dest === 'stderr') process.stderr.write(String(content));
+      else {
+        mkdirSync(dirname(resolve(dest)), { recursive: true });
+        writeFileSync(dest, typeof content === 'string' ? content : JSON.stringify(content));
+      }
     }
+  } catch (e) {
+    run.log('ERRO', `handleSummary() threw: ${e && e.stack ? e.stack : e}`);
   }
 } else {
-  for (const [n, m] of Object.entries(out)) console.log(`  ${n}: ${JSON.stringify(m.values)}`);
-}
-for (const c of summary.root_group.checks) {
-  console.error(`${c.fails === 0 ? '  ✓' : '  ✗'} ${c.name}${c.fails ? `  (${c.passes} passed, ${c.fails} failed)` : ''}`);
+  for (const [n, m] of Object.entries(out)) process.stdout.write(`  ${n}: ${JSON.stringify(m.values)}\n`);
 }
 if (crossed.length > 0) {
-  console.error(`ERRO[shim] thresholds on metrics '${[...new Set(crossed)].join(', ')}' have been crossed`);
-  exitCode = 99;
-}
-if (iterationErrors > 0 && exitCode === 0) {
-  console.error(`ERRO[shim] ${iterationErrors} iteration(s) threw`);
-  exitCode = 108;
+  run.log('ERRO', `thresholds on metrics '${crossed.join(', ')}' have been crossed`);
+  if (exitCode === 0) exitCode = EXIT.thresholds;
 }
 process.exit(exitCode);
