@@ -125,7 +125,7 @@ run_ok() {
 	fi
 }
 run_ok seckill-race "$safe" SCENARIO=race USERS=300 STOCK=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-30000}"
-run_ok seckill-race "$safe" SCENARIO=spike USERS=200 STOCK=20 RATE=100 VUS=200 SLO_P99_MS="${SMOKE_SLO_P99_MS:-30000}"
+run_ok seckill-race "$safe" SCENARIO=spike USERS=100 STOCK=20 RATE=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-30000}"
 run_ok retry-storm "$safe" USERS=40 STOCK=10 RATE=20 RETRIES=2
 run_ok orders-idempotency "$safe" USERS=20 STOCK=30 VUS=5
 run_ok pay-retry "$safe" USERS=10 VUS=5
