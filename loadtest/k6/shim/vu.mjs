@@ -4,6 +4,8 @@
 // by transform.mjs, so its HTTP calls and sleeps wait without blocking the
 // other VUs of the thread.
 import { readFileSync } from 'node:fs';
+import nodeHttp from 'node:http';
+import nodeHttps from 'node:https';
 import { dirname, resolve } from 'node:path';
 import vm from 'node:vm';
 import { add, metric } from './metrics.mjs';
@@ -123,44 +125,57 @@ class Response {
   }
 }
 
-/** One request with fetch; never rejects (a failed request is status 0, as in k6). */
-async function send(r, signal) {
+/**
+ * One request; never rejects (a failed request is status 0, as in k6).
+ * node:http with the VU's own keep-alive agent: each VU its own connections,
+ * as each k6 VU has its own transport (and fetch costs twice the CPU here).
+ * Redirects are not followed (k6 follows up to 10): the shop sends none.
+ */
+function send(r, signal, agents) {
   const start = performance.now();
-  const ctl = new AbortController();
-  const onAbort = () => ctl.abort();
-  signal.addEventListener('abort', onAbort);
-  const timer = setTimeout(() => ctl.abort(), r.timeoutMs);
-  try {
-    const res = await fetch(r.url, {
-      method: r.method,
-      headers: r.headers,
-      body: r.body === null ? (r.method === 'GET' || r.method === 'HEAD' ? undefined : '') : r.body,
-      signal: ctl.signal,
-    });
-    const body = await res.text();
-    /** @type {[string, string][]} */
-    const headers = [];
-    res.headers.forEach((v, k) => headers.push([k, v]));
-    return { status: res.status, body, headers, url: res.url, duration: performance.now() - start, error: '', errorCode: 0 };
-  } catch (e) {
-    // k6's error codes (lib/netext/httpext/error_codes.go): 1050 request timeout, 1000 generic.
-    const timedOut = ctl.signal.aborted && !signal.aborted;
-    return {
-      status: 0, body: null, headers: [], url: r.url, duration: performance.now() - start,
-      error: timedOut ? 'request timeout' : String(e && e.cause ? e.cause.code || e.cause : e),
-      errorCode: timedOut ? 1050 : 1000,
+  const u = new URL(r.url);
+  const tls = u.protocol === 'https:';
+  const body = r.body === null ? (r.method === 'GET' || r.method === 'HEAD' ? undefined : '') : String(r.body);
+  /** @type {Record<string, string>} */
+  const headers = { ...r.headers };
+  if (body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(body));
+  return new Promise((done) => {
+    let timedOut = false, settled = false;
+    const finish = (v) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      done({ ...v, url: r.url, duration: performance.now() - start });
     };
-  } finally {
-    clearTimeout(timer);
-    signal.removeEventListener('abort', onAbort);
-  }
+    const fail = (e) => finish({
+      // k6's error codes (lib/netext/httpext/error_codes.go): 1050 request timeout, 1000 generic.
+      status: 0, body: null, headers: [], error: timedOut ? 'request timeout' : String(e && e.code ? e.code : e), errorCode: timedOut ? 1050 : 1000,
+    });
+    const req = (tls ? nodeHttps : nodeHttp).request(u, { method: r.method, headers, agent: tls ? agents.https : agents.http }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('error', fail);
+      res.on('end', () => {
+        /** @type {[string, string][]} */
+        const hs = [];
+        for (const [k, v] of Object.entries(res.headers)) hs.push([k, Array.isArray(v) ? v.join(', ') : String(v)]);
+        finish({ status: res.statusCode || 0, body: Buffer.concat(chunks).toString('utf8'), headers: hs, error: '', errorCode: 0 });
+      });
+    });
+    const onAbort = () => req.destroy(new Error('interrupted'));
+    signal.addEventListener('abort', onAbort);
+    const timer = setTimeout(() => { timedOut = true; req.destroy(new Error('timeout')); }, r.timeoutMs);
+    req.on('error', fail);
+    req.end(body);
+  });
 }
 
 /**
  * Sends a batch as k6 does: at most `batch` requests at once, and at most
  * `batchPerHost` to one host (k6 options, defaults 20 and 6: lib/options.go).
  */
-async function sendBatch(reqs, limits, signal) {
+async function sendBatch(reqs, limits, signal, agents) {
   const out = new Array(reqs.length);
   const perHost = new Map();
   let running = 0, next = 0;
@@ -174,7 +189,7 @@ async function sendBatch(reqs, limits, signal) {
         reqs[i].started = true;
         running++;
         perHost.set(host, (perHost.get(host) || 0) + 1);
-        send(reqs[i], signal).then((raw) => {
+        send(reqs[i], signal, agents).then((raw) => {
           out[i] = raw;
           running--;
           perHost.set(host, perHost.get(host) - 1);
@@ -217,6 +232,7 @@ export class VU {
     this.phase = ''; // 'setup' | 'teardown' while those run
     this.responseCallback = undefined;
     this.ctl = new AbortController();
+    this.agents = { http: new nodeHttp.Agent({ keepAlive: true }), https: new nodeHttps.Agent({ keepAlive: true }) };
     this.context = vm.createContext({ __ENV: { ...env }, __VU: id, __ITER: 0, console: this.console(), ...helpers });
     /** @type {Map<string, vm.Module>} */
     this.modules = new Map();
@@ -331,7 +347,7 @@ export class VU {
     /** Sends and records k6's HTTP metrics. */
     function* sendAll(reqs) {
       if (!vu.phase && !vu.scenario) throw new Error('Making http requests in the init context is not supported');
-      const raws = yield sendBatch(reqs, run.batchLimits, vu.ctl.signal);
+      const raws = yield sendBatch(reqs, run.batchLimits, vu.ctl.signal, vu.agents);
       if (vu.ctl.signal.aborted) throw new Interrupt('interrupted');
       return raws.map((raw, i) => {
         const req = reqs[i];
