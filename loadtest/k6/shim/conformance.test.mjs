@@ -84,7 +84,8 @@ export const thresholds = {};
 });
 
 test('a threshold whose metric got no samples is not evaluated', async () => {
-  // k6 metrics/engine: thresholds of a metric with an empty sink are skipped; the run passes.
+  // k6 skips the thresholds of a metric that got no samples and passes the
+  // run (grafana/k6 issues #1053 and #1346; metrics/engine).
   const r = await k6('nosamples', `
 import { Rate } from 'k6/metrics';
 const never = new Rate('never');
@@ -136,8 +137,8 @@ export default function () {}`, 107],
 }
 
 test('exec.test.abort() stops the run at once: 108, teardown still runs', async () => {
-  // k6 docs, k6/execution test.abort(): "Aborting the test will not prevent
-  // the teardown() execution"; exit code ScriptAborted (108).
+  // k6 docs, k6/execution, test.abort(): "It aborts the test run with the exit
+  // code 108 ... Aborting the test will not prevent the teardown() execution."
   const r = await k6('abort', `
 import exec from 'k6/execution';
 import { sleep } from 'k6';
