@@ -26,7 +26,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import vm from 'node:vm';
 import { holds, metrics, parseExpr, parseSubmetric, values, add } from './metrics.mjs';
-import { Abort, Interrupt, VU, ms } from './vu.mjs';
+import { Abort, Interrupt, VU, flight, ms } from './vu.mjs';
 
 // vm.SourceTextModule needs --experimental-vm-modules: run again with it.
 if (typeof vm.SourceTextModule !== 'function') {
@@ -329,6 +329,7 @@ async function scenario(name, cfg) {
 }
 
 run.testStart = performance.now();
+flight.most = flight.now; // the scenarios' own, not setup's
 let exitCode = 0;
 try {
   await Promise.all(Object.entries(plan).map(([n, c]) => scenario(n, c)));
@@ -337,6 +338,7 @@ try {
   process.exit(EXIT.script);
 }
 if (run.aborted) exitCode = EXIT.aborted;
+run.log('INFO', `at most ${flight.most} requests were in flight at once (scenarios)`);
 
 if (typeof mod.teardown === 'function') {
   vu0.phase = 'teardown';

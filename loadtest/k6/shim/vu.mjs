@@ -131,8 +131,13 @@ class Response {
  * as each k6 VU has its own transport (and fetch costs twice the CPU here).
  * Redirects are not followed (k6 follows up to 10): the shop sends none.
  */
+/** Requests in flight now and at most, over all VUs (the runner reports the most). */
+export const flight = { now: 0, most: 0 };
+
 function send(r, signal, agents) {
   const start = performance.now();
+  flight.now++;
+  flight.most = Math.max(flight.most, flight.now);
   const u = new URL(r.url);
   const tls = u.protocol === 'https:';
   const body = r.body === null ? (r.method === 'GET' || r.method === 'HEAD' ? undefined : '') : String(r.body);
@@ -144,6 +149,7 @@ function send(r, signal, agents) {
     const finish = (v) => {
       if (settled) return;
       settled = true;
+      flight.now--;
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
       done({ ...v, url: r.url, duration: performance.now() - start });
