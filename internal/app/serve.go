@@ -98,7 +98,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log.Info("listening", "addr", ln.Addr().String(), "version", Version, "stock_strategy", c.StockStrategy)
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(httpapi.Listener(ln, c.MaxConns)) }()
+	go func() { errc <- srv.Serve(httpapi.Listener(ln, c.MaxConns, reg)) }()
 	writeStartInfo(stdout, startInfoOf(c, ln.Addr(), tokenGenerated, rdb))
 	select {
 	case err := <-errc:

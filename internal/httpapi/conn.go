@@ -7,18 +7,25 @@ import (
 	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
-	"golang.org/x/net/netutil"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Listener wraps ln for serving: at most maxConns connections are open at
-// once (more wait in the listen backlog), and every connection is watched
-// for a request head carrying both Content-Length and Transfer-Encoding.
-// Go's server drops the Content-Length of such a request before a handler
-// can see it; RFC 9112 calls the pair a smuggling attempt to be treated as
-// an error, so the handler refuses it (see ambiguousLength).
-func Listener(ln net.Listener, maxConns int) net.Listener {
+// once, and one more is answered at once with 503 overloaded (see
+// capListener) instead of waiting unanswered in the listen backlog; every
+// connection is watched for a request head carrying both Content-Length
+// and Transfer-Encoding. Go's server drops the Content-Length of such a
+// request before a handler can see it; RFC 9112 calls the pair a smuggling
+// attempt to be treated as an error, so the handler refuses it (see
+// ambiguousLength). Refused connections are counted in reg.
+func Listener(ln net.Listener, maxConns int, reg prometheus.Registerer) net.Listener {
 	if maxConns > 0 {
-		ln = netutil.LimitListener(ln, maxConns)
+		refused := prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "shop", Name: "http_overloaded_total",
+			Help: "Connections over SHOP_MAX_CONNS, answered 503 overloaded before anything was read.",
+		})
+		reg.MustRegister(refused)
+		ln = &capListener{Listener: ln, slots: make(chan struct{}, maxConns), drains: make(chan struct{}, maxDrains), refused: refused}
 	}
 	return sniffListener{ln}
 }

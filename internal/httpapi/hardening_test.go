@@ -177,7 +177,7 @@ func TestMadeUpMethodsAndBogusOrderNumbers(t *testing.T) {
 
 // TestSlowClientsAndConnectionCap: a body trickled one byte per half
 // second is cut within SHOP_READ_TIMEOUT, and no more than SHOP_MAX_CONNS
-// connections are served at once (item 4).
+// connections are served at once, one more answered 503 overloaded (item 4).
 func TestSlowClientsAndConnectionCap(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t)
@@ -214,7 +214,8 @@ trickle:
 		t.Errorf("a trickled body was cut after %v, want about SHOP_READ_TIMEOUT=2s", took)
 	}
 
-	// Four open connections fill the cap; a fifth waits until one closes.
+	// Four open connections fill the cap; a fifth is answered 503
+	// overloaded at once, and served once one of the four closes.
 	var open []net.Conn
 	for range 4 {
 		c, err := net.Dial("tcp", addr)
@@ -226,18 +227,30 @@ trickle:
 			t.Fatalf("healthz on a kept-alive connection: %q", line)
 		}
 	}
-	fresh := &http.Client{Timeout: 700 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
-	if resp, err := fresh.Get(in.base + "/healthz"); err == nil {
-		resp.Body.Close()
-		t.Errorf("a fifth connection was served beside four open ones (SHOP_MAX_CONNS=4)")
-	}
-	open[0].Close()
-	fresh.Timeout = 5 * time.Second
-	resp, err := fresh.Get(in.base + "/healthz")
-	if err != nil {
-		t.Errorf("after one of four connections closed: %v", err)
+	fresh := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := fresh.Get(in.base + "/healthz"); err != nil {
+		t.Errorf("a fifth connection beside four open ones (SHOP_MAX_CONNS=4) got no answer: %v", err)
 	} else {
 		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("a fifth connection beside four open ones (SHOP_MAX_CONNS=4): %d Retry-After %q, want 503 overloaded", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	open[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := fresh.Get(in.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after one of four connections closed, still not served: %v", err)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	for _, c := range open[1:] {
 		c.Close()

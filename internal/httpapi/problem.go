@@ -53,6 +53,7 @@ var codes = map[string]codeInfo{
 	"rate_limited":            {http.StatusTooManyRequests, "Too many requests"},
 	"unpaid_limit":            {http.StatusConflict, "Too many unpaid units"},
 	"not_ready":               {http.StatusServiceUnavailable, "Not ready"},
+	"overloaded":              {http.StatusServiceUnavailable, "Overloaded, retry later"},
 }
 
 // apiError is an error that already knows its code; handlers return it for
@@ -98,8 +99,9 @@ var errorTable = []struct {
 }
 
 // retryAfter is the Retry-After of each 503: busy is a contended lock (one
-// second is enough), unavailable a dependency that is down or restarting.
-var retryAfter = map[string]string{"busy": "1", "unavailable": "2"}
+// second is enough), unavailable a dependency that is down or restarting,
+// overloaded an instance at its connection cap (see capListener).
+var retryAfter = map[string]string{"busy": "1", "unavailable": "2", "overloaded": "1"}
 
 // unavailable reports whether err is a dependency that cannot answer: a
 // Redis or database connection refused, reset, closed or timed out, a pool

@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-lab/shop/internal/wire"
+)
+
+// firstOpListener records, for each accepted connection, whether the server
+// first read from it or wrote to it.
+type firstOpListener struct {
+	net.Listener
+	mu    sync.Mutex
+	first []string
+}
+
+func (l *firstOpListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.first = append(l.first, "")
+	return &firstOpConn{Conn: c, l: l, i: len(l.first) - 1}, nil
+}
+
+func (l *firstOpListener) op(i int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.first[i]
+}
+
+type firstOpConn struct {
+	net.Conn
+	l *firstOpListener
+	i int
+}
+
+func (c *firstOpConn) note(op string) {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.l.first[c.i] == "" {
+		c.l.first[c.i] = op
+	}
+}
+
+func (c *firstOpConn) Read(p []byte) (int, error)  { c.note("read"); return c.Conn.Read(p) }
+func (c *firstOpConn) Write(p []byte) (int, error) { c.note("write"); return c.Conn.Write(p) }
+
+// CloseWrite and SyscallConn keep the TCP connection's own.
+func (c *firstOpConn) CloseWrite() error { return c.Conn.(*net.TCPConn).CloseWrite() }
+
+func (c *firstOpConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(*net.TCPConn).SyscallConn()
+}
+
+// A connection over SHOP_MAX_CONNS is answered 503 overloaded before
+// anything of it is read, with Retry-After and Connection: close, even when
+// its client sent a large request first (a socket closed with unread bytes
+// would reset and lose the answer); the refusal is counted, and once a slot
+// is free connections are served again. Go's own client, which drops an
+// answer that comes before its request, sees the 503 too.
+func TestOverCapAnswer(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &firstOpListener{Listener: inner}
+	reg := prometheus.NewRegistry()
+	var handled atomic.Int64
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = srv.Serve(Listener(rec, 1, reg)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := inner.Addr().String()
+
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(held, "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first connection: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name, request string
+	}{
+		{"nothing sent", ""},
+		{"a 32 KiB body sent before reading", "POST /x HTTP/1.1\r\nHost: shop\r\nContent-Length: 32768\r\n\r\n" + strings.Repeat("x", 32768)},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, tc.request); err != nil {
+			t.Fatalf("%s: send: %v", tc.name, err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer over the cap: %v", tc.name, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		c.Close()
+		if err != nil {
+			t.Errorf("%s: body: %v", tc.name, err)
+		}
+		var p wire.Problem
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Errorf("%s: body %q: %v", tc.name, body, err)
+		}
+		for _, h := range []struct{ name, want string }{
+			{"Content-Type", "application/problem+json"}, {"Retry-After", "1"},
+		} {
+			if got := resp.Header.Get(h.name); got != h.want {
+				t.Errorf("%s: %s %q, want %q", tc.name, h.name, got, h.want)
+			}
+		}
+		if !resp.Close { // (ReadResponse takes Connection: close out of the header)
+			t.Errorf("%s: no Connection: close", tc.name)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || p.Code != "overloaded" || p.Status != 503 || p.Type != "urn:shop:problem:overloaded" {
+			t.Errorf("%s: %d %+v, want 503 overloaded", tc.name, resp.StatusCode, p)
+		}
+	}
+	goClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 5 {
+		resp, err := goClient.Post("http://"+addr+"/x", "application/json", strings.NewReader(`{"a":1}`))
+		if err != nil {
+			t.Fatalf("Go client, try %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("Go client, try %d: %d, want 503", i, resp.StatusCode)
+		}
+	}
+	if op := rec.op(1); op != "write" {
+		t.Errorf("the refused connection was first %q, want written (answered before any read)", op)
+	}
+	if n := handled.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1 (refused requests are not served)", n)
+	}
+	if got := counterValue(t, reg, "shop_http_overloaded_total"); got != 7 {
+		t.Errorf("shop_http_overloaded_total = %v, want 7", got)
+	}
+
+	held.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := (&http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + addr + "/x")
+		if err == nil && resp.StatusCode == http.StatusOK {
+			resp.Body.Close()
+			break
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the held connection closed, still refused: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// counterValue reads one counter with no labels from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
