@@ -111,9 +111,10 @@ else
 fi
 
 # The seckill SLO threshold (p99 <= 100 ms) is the scripts' default; CI
-# shares two cores with other jobs and 300 buyers of one product queue on
-# its lock, so the smoke raises the latency bar (SMOKE_SLO_P99_MS) and keeps
-# every invariant, dropped_iterations included.
+# shares two cores with other jobs (300 buyers of one product queued 5 to
+# 60 s there, depending on the load), so the smoke only catches a stuck shop
+# (SMOKE_SLO_P99_MS, default 2 minutes) and keeps every invariant,
+# dropped_iterations included.
 run_ok() {
 	echo "== $*"
 	k6 "$@"
@@ -126,8 +127,8 @@ run_ok() {
 		sed -n '/: thresholds$/,$p' "$work/last.out"
 	fi
 }
-run_ok seckill-race "$safe" SCENARIO=race USERS=300 STOCK=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-30000}"
-run_ok seckill-race "$safe" SCENARIO=spike USERS=100 STOCK=20 RATE=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-30000}"
+run_ok seckill-race "$safe" SCENARIO=race USERS=300 STOCK=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-120000}"
+run_ok seckill-race "$safe" SCENARIO=spike USERS=100 STOCK=20 RATE=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-120000}"
 run_ok retry-storm "$safe" USERS=40 STOCK=10 RATE=20 RETRIES=2
 run_ok orders-idempotency "$safe" USERS=20 STOCK=30 VUS=5
 run_ok pay-retry "$safe" USERS=10 VUS=5
