@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,6 +36,15 @@ type failoverRow struct {
 	Recovery time.Duration `json:"recovery_ns"`
 	// Bound is A2's limit on Recovery: lock TTL + promotion + 3 s slack.
 	Bound time.Duration `json:"bound_ns"`
+	// StockLeft: units of the hot product left when the fault was injected
+	// (the database's); 0 fails the run, which then proves nothing about
+	// the sale resuming.
+	StockLeft int64 `json:"stock_left"`
+	Restocked int64 `json:"restocked"` // units added to the hot product before the fault, in all
+	// Slow: answers in the fault's span that took longer than lock wait +
+	// 1 s, and NoAnswer: requests the client gave up on (see Record).
+	Slow     int `json:"slow"`
+	NoAnswer int `json:"no_answer"`
 	// ByStatus: answers to requests that overlapped the window (fault to
 	// recovery), by outcome.
 	ByStatus    map[string]int `json:"by_status"`
@@ -68,9 +79,12 @@ type plannedFault struct {
 // Passes only when every invariant holds, every fault was carried out,
 // orders flowed again within A2's bound, and no answer was a 500.
 func (h *harness) failover(ctx context.Context, part string) scenarioReport {
-	const ttl, wait = 2 * time.Second, 2 * time.Second
+	// A request is answered within the lock wait + 1 s: its deadline is the
+	// lock wait + 0.2 s, then at most one transaction and keeping its
+	// idempotency record (0.5 s at most).
+	const ttl, wait, reqTimeout = 2 * time.Second, 2 * time.Second, 2200 * time.Millisecond
 	r := scenarioReport{Params: map[string]any{"users": h.o.users, "stock": h.o.stock, "retries": 2, "duration": h.o.chaosDuration.String(),
-		"lock_ttl": ttl.String(), "lock_wait": wait.String()}}
+		"lock_ttl": ttl.String(), "lock_wait": wait.String(), "request_timeout": reqTimeout.String()}}
 	if len(h.o.targets) > 0 {
 		r.Error = part + " " + errTargetMode.Error()
 		return r
@@ -83,7 +97,7 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 	defer topo.close()
 	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.desc, h.o.users, h.o.chaosDuration, faultNames(topo.faults))
 	e, err := h.setup(ctx, part, setup{redisURL: topo.url,
-		common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String()}, topo.env...)})
+		common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, topo.env...)})
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -91,8 +105,10 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 	defer e.close()
 	r.Setup, r.Strategy = e.desc, e.strategy
 
-	// The hot product sells out near the end of the load, not before the
-	// last fault: 90% of the seckill buyers' demand, at most --stock.
+	// The hot product starts with --stock units (at most 90% of the
+	// seckill buyers' demand); a second into the load it is sized from the
+	// rate it sold at, and topped up before each fault (see keepSelling),
+	// so the sale is under way at every fault.
 	const regularShare = 0.3
 	stock := min(int64(h.o.stock), max(1, int64(float64(h.o.users)*(1-regularShare)*0.9)))
 	r.Params["stock"] = stock
@@ -117,7 +133,7 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
-		rows = h.injectFaults(ctx, e, topo.faults, lockKey, loadStart, ttl)
+		rows = h.injectFaults(ctx, e, topo.faults, lockKey, loadStart, ttl, &stocker{e: e, id: p.ID, initial: stock, key: "lt-restock-" + loadgen.RandomID(6)})
 	}()
 	res, err := h.raceClocked(ctx, cfg, loadStart)
 	<-faultsDone
@@ -137,7 +153,7 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 				until = rows[i+1].start
 			}
 		}
-		describeFailover(&rows[i], res, p.ID, next, until)
+		describeFailover(&rows[i], res, p.ID, next, until, wait+time.Second)
 	}
 	r.Failover = rows
 	for _, f := range rows {
@@ -145,6 +161,9 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 		case f.Err != "":
 			r.Pass = false
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: fault %q not carried out: %s", f.Fault, firstLine(f.Err)))
+		case f.StockLeft <= 0:
+			r.Pass = false
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the hot product had no stock left at %q: the fault hit no sale under way", f.Fault))
 		case f.Recovery == 0:
 			r.Pass = false
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: no order of the hot product was created after %q (sold out before it, or the sale never recovered)", f.Fault))
@@ -152,12 +171,20 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 			r.Pass = false
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q, beyond lock TTL + promotion + 3s = %s", ms(f.Recovery), f.Fault, ms(f.Bound)))
 		}
+		if f.NoAnswer > 0 || f.Slow > 0 {
+			r.Pass = false
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than lock wait + 1s = %s", f.Fault, f.NoAnswer, f.Slow, ms(wait+time.Second)))
+		}
 	}
 	if len(rows) < len(topo.faults) {
 		r.Pass = false
 		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the load ended after %d of %d faults", len(rows), len(topo.faults)))
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("sale of the hot product (%d units) ran %s", stock, res.Ended.Sub(res.Started).Round(100*time.Millisecond)))
+	if n := r.Summary.NoAnswer; n > 0 {
+		r.Pass = false
+		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: %d requests got no answer (the client gave up after %s or the connection failed): nobody may be left hanging", n, cfg.Timeout))
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("sale of the hot product (%d units at the start, %d restocked) ran %s", stock, restocked(rows), res.Ended.Sub(res.Started).Round(100*time.Millisecond)))
 	return r
 }
 
@@ -169,26 +196,38 @@ func faultNames(fs []plannedFault) string {
 	return strings.Join(n, ", then ")
 }
 
-// injectFaults runs the planned faults once the load has started.
-func (h *harness) injectFaults(ctx context.Context, e *env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration) []failoverRow {
+// injectFaults runs the planned faults once the load has started. A
+// second into the load, and half a second before each fault, the stocker
+// sizes the hot product for the rest of the load; each row notes the units
+// left at its fault.
+func (h *harness) injectFaults(ctx context.Context, e *env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration, st *stocker) []failoverRow {
 	var t0 time.Time
 	select {
 	case t0 = <-loadStart:
 	case <-ctx.Done():
 		return nil
 	}
+	sleep(ctx, time.Until(t0.Add(time.Second)))
+	sizeErr := st.size(ctx, t0, h.o.chaosDuration)
 	var rows []failoverRow
 	for _, pf := range plan {
-		sleep(ctx, time.Until(t0.Add(time.Duration(pf.at*float64(h.o.chaosDuration)))))
+		at := time.Duration(pf.at * float64(h.o.chaosDuration))
+		sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
+		sizeErr = errors.Join(sizeErr, st.size(ctx, t0, h.o.chaosDuration))
+		sleep(ctx, time.Until(t0.Add(at)))
 		if ctx.Err() != nil {
 			break
 		}
-		f := failoverRow{Fault: pf.name, before: e.metricsNow(ctx), start: time.Now(), At: time.Since(t0)}
-		old, waitPromoted, err := pf.run(ctx, lockKey)
+		left, err := st.left(ctx)
+		f := failoverRow{Fault: pf.name, before: e.metricsNow(ctx), start: time.Now(), At: time.Since(t0), StockLeft: left, Restocked: st.added}
+		err = errors.Join(sizeErr, err)
+		sizeErr = nil
+		old, waitPromoted, ferr := pf.run(ctx, lockKey)
 		f.Target = old
-		if err == nil {
-			err = waitPromoted()
+		if ferr == nil {
+			ferr = waitPromoted()
 		}
+		err = errors.Join(err, ferr)
 		f.promoted = time.Now()
 		f.Promoted = f.promoted.Sub(f.start)
 		f.Bound = ttl + f.Promoted + 3*time.Second
@@ -198,6 +237,54 @@ func (h *harness) injectFaults(ctx context.Context, e *env, plan []plannedFault,
 		rows = append(rows, f)
 	}
 	return rows
+}
+
+// stocker keeps the hot product of a failover run selling: it is sized
+// from the rate it sold at so far, so that at that rate (plus a quarter) it
+// lasts until the load ends, by restocks through the admin API (the
+// history's restocks are part of the linearizability check).
+type stocker struct {
+	e       *env
+	id      int64
+	initial int64
+	key     string
+	added   int64 // units restocked so far
+	n       int
+}
+
+// left is the hot product's stock in the database.
+func (s *stocker) left(ctx context.Context) (int64, error) {
+	var left int64
+	err := s.e.backend.db.WithContext(ctx).Raw("SELECT stock FROM products WHERE id = ?", s.id).Scan(&left).Error
+	return left, err
+}
+
+// size restocks what the rest of the load (until end from t0) needs at
+// the rate sold so far.
+func (s *stocker) size(ctx context.Context, t0 time.Time, end time.Duration) error {
+	left, err := s.left(ctx)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(t0)
+	rate := float64(s.initial+s.added-left) / elapsed.Seconds()
+	want := int64(math.Ceil(rate*max(0, (end-elapsed).Seconds())*1.25)) + 1
+	if left >= want {
+		return nil
+	}
+	s.n++
+	if err := s.e.client.Restock(ctx, s.id, want-left, fmt.Sprintf("%s-%d", s.key, s.n)); err != nil {
+		return err
+	}
+	s.added += want - left
+	return nil
+}
+
+func restocked(rows []failoverRow) int64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	return rows[len(rows)-1].Restocked
 }
 
 // metricsNow sums the shops' metrics now (no instance restarts here).
@@ -216,7 +303,7 @@ func (e *env) metricsNow(ctx context.Context) map[string]float64 {
 // after the last of its sends that failed in the fault's span (see
 // faultFailure) that ended before until (A2's bound, or the next fault):
 // a batch that held the lock before the kill may still finish.
-func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, until time.Time) {
+func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, until time.Time, answerBound time.Duration) {
 	lastFail := f.start
 	for _, r := range res.Records {
 		if r.ProductID == hot && faultFailure(r) && r.Start.After(f.start) && r.End.Before(until) && r.End.After(lastFail) {
@@ -240,6 +327,20 @@ func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[st
 			continue
 		}
 		f.ByStatus[loadgen.Outcome(r)]++
+	}
+	// Nobody hangs: from the fault to the next one (or the end), every
+	// request the client did not give up on itself (--tiny-timeout) is
+	// answered within the lock wait + 1 s.
+	for _, r := range res.Records {
+		if r.End.Before(f.start) || !r.Start.Before(until) {
+			continue
+		}
+		switch {
+		case r.Status == 0 && !r.GaveUp:
+			f.NoAnswer++
+		case r.Status != 0 && r.Latency() > answerBound:
+			f.Slow++
+		}
 	}
 	f.StaleFences = next["shop_inventory_stale_fence_rejections_total"] - f.before["shop_inventory_stale_fence_rejections_total"]
 	f.LocksLost = next["shop_inventory_lock_lost_before_release_total"] - f.before["shop_inventory_lock_lost_before_release_total"]
@@ -346,19 +447,20 @@ func writeFailover(w io.Writer, rows []failoverRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "failover: %-48s %7s %9s %9s %9s %6s %6s  %s\n", "fault (master killed or failed over)", "at", "promoted", "recovery", "A2 bound", "stale", "lost", "answers in the window (fault to recovery)")
+	fmt.Fprintf(w, "failover: %-48s %7s %6s %9s %9s %9s %6s %6s %6s %6s  %s\n", "fault (master killed or failed over)", "at", "left", "promoted", "recovery", "A2 bound", "stale", "lost", "slow", "unans", "answers in the window (fault to recovery)")
 	for _, f := range rows {
 		rec := "never"
 		if f.Recovery > 0 {
 			rec = ms(f.Recovery)
 		}
-		fmt.Fprintf(w, "          %-48s %6.1fs %9s %9s %9s %6.0f %6.0f  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), ms(f.Promoted), rec, ms(f.Bound),
-			f.StaleFences, f.LocksLost, outcomes(f.ByStatus))
+		fmt.Fprintf(w, "          %-48s %6.1fs %6d %9s %9s %9s %6.0f %6.0f %6d %6d  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), f.StockLeft, ms(f.Promoted), rec, ms(f.Bound),
+			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, outcomes(f.ByStatus))
 		if f.Err != "" {
 			fmt.Fprintf(w, "          error: %s\n", firstLine(f.Err))
 		}
 	}
-	fmt.Fprintln(w, "          (stale: stock writes the database refused for a stale fencing token; lost: product locks found gone at release)")
+	fmt.Fprintln(w, "          (left: units of the hot product left at the fault; stale: stock writes the database refused for a stale fencing token; lost: product locks found gone at release;")
+	fmt.Fprintln(w, "          slow: answers later than lock wait + 1s, unans: requests without an answer, both from the fault to the next one)")
 }
 
 // failoverHTML is the per-fault table of report.html.
@@ -367,7 +469,7 @@ func failoverHTML(rows []failoverRow) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("<table><tr><th class=l>fault</th><th class=l>master</th><th>at</th><th>promoted</th><th>orders flow again</th><th>A2 bound</th><th>stale fences refused</th><th>locks lost</th><th class=l>answers in the window</th></tr>")
+	b.WriteString("<table><tr><th class=l>fault</th><th class=l>master</th><th>at</th><th>stock left</th><th>promoted</th><th>orders flow again</th><th>A2 bound</th><th>stale fences refused</th><th>locks lost</th><th>slower than lock wait + 1s</th><th>no answer</th><th class=l>answers in the window</th></tr>")
 	for _, f := range rows {
 		rec, cls := "never", "bad"
 		if f.Recovery > 0 {
@@ -376,9 +478,9 @@ func failoverHTML(rows []failoverRow) string {
 				cls = "ok"
 			}
 		}
-		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td class=l>%s%s</td></tr>",
-			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), ms(f.Promoted), cls, rec, ms(f.Bound),
-			f.StaleFences, f.LocksLost, html.EscapeString(outcomes(f.ByStatus)), html.EscapeString(f.Err))
+		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%d</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td class=l>%s%s</td></tr>",
+			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.StockLeft, ms(f.Promoted), cls, rec, ms(f.Bound),
+			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, html.EscapeString(outcomes(f.ByStatus)), html.EscapeString(f.Err))
 	}
 	b.WriteString("</table>")
 	return b.String()

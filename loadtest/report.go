@@ -56,8 +56,8 @@ func writeText(w io.Writer, r scenarioReport) {
 	}
 	s := r.Summary
 	if s.Requests > 0 && r.Compare == nil {
-		fmt.Fprintf(w, "load:     %d requests in %.2fs: %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors (no answer or 5xx) %d\n",
-			s.Requests, s.Duration.Seconds(), s.Throughput, ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), s.Errors)
+		fmt.Fprintf(w, "load:     %d requests in %.2fs: %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors (no answer or 5xx) %d; no answer at all %d\n",
+			s.Requests, s.Duration.Seconds(), s.Throughput, ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), s.Errors, s.NoAnswer)
 		fmt.Fprintf(w, "answers:  %s\n", outcomes(s.ByOutcome))
 	}
 	if v := r.Verdict; v != nil {

@@ -228,6 +228,9 @@ type Done struct {
 //
 // Errors, all before work ran: ErrInUse (the first request is in flight),
 // ErrFingerprintMismatch (the key was used for another request), or Redis's.
+// keepTimeout bounds keeping (or freeing) a key's record after work ran.
+const keepTimeout = 500 * time.Millisecond
+
 func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx context.Context) Record) (Done, error) {
 	claim, rec, err := s.Claim(ctx, scope, fingerprint)
 	if err != nil {
@@ -244,7 +247,11 @@ func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx
 	}()
 	out := Done{Record: work(ctx)}
 	finished = true
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// The answer waits for its record to be kept, but not long: in a
+	// failover a Redis write can block for its socket timeouts, and a
+	// record not kept (Unsaved) is only a repeat that runs work again,
+	// which the caller's own check (the order number) answers.
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepTimeout)
 	defer cancel()
 	if ShouldStore(out.Record.Status) {
 		out.Unsaved = claim.Complete(bg, out.Record)

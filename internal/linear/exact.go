@@ -13,7 +13,8 @@ import (
 const maxFailures = 20
 
 // Check decides whether h is linearizable under the stock model, exactly,
-// when the stock only decreases (Returns == 0).
+// when the stock only decreases (Returns == 0), and by judgeCounter when
+// units come back at known intervals (Added operations).
 //
 // Why it can be exact and fast: each buyer or key holds one order at most,
 // so the per-identity rules (one creation, replays naming it after it, no
@@ -29,7 +30,12 @@ func Check(ctx context.Context, h History) Result {
 	var res Result
 	byID := map[string][]int{}
 	var ids []string
+	var adds []int
 	for i, o := range h.Ops {
+		if o.Answer == Added {
+			adds = append(adds, i)
+			continue
+		}
 		if _, ok := byID[o.Identity]; !ok {
 			ids = append(ids, o.Identity)
 		}
@@ -37,14 +43,20 @@ func Check(ctx context.Context, h History) Result {
 	}
 	var defs, opts []unit
 	for _, id := range ids {
-		d, opt, fails := judgeIdentity(h, byID[id])
+		d, opt, fails := judgeIdentity(h, byID[id], len(adds) > 0)
 		defs = append(defs, d...)
 		if opt != nil {
 			opts = append(opts, *opt)
 		}
 		res.Failures = append(res.Failures, fails...)
 	}
-	f, undecided := judgeStock(ctx, h, defs, opts)
+	var f []Failure
+	var undecided string
+	if len(adds) > 0 {
+		f, undecided = judgeCounter(ctx, h, defs, opts, adds)
+	} else {
+		f, undecided = judgeStock(ctx, h, defs, opts)
+	}
 	res.Failures = append(res.Failures, f...)
 	slices.SortStableFunc(res.Failures, func(a, b Failure) int {
 		if a.rank != b.rank {
@@ -71,7 +83,9 @@ type unit struct {
 	call  int64
 	q     int64
 	op    int
-	proof int // the replay that proves an unanswered send took effect, or -1
+	proof int   // the replay that proves an unanswered send took effect, or -1
+	after []int // refusals of the same buyer that must come before it (see judgeIdentity)
+	end   int64 // by when it took effect: its answer, or its identity's first replay's
 }
 
 // ops is the unit's operations: the send, and the replay proving it.
@@ -92,7 +106,11 @@ func holderWord(o Op) string {
 // judgeIdentity applies the rules of one buyer or key and returns its
 // creations: definite ones (a 201, or the unanswered send a replay proves
 // took effect) and at most one optional one (only unanswered sends).
-func judgeIdentity(h History, idx []int) (defs []unit, opt *unit, fails []Failure) {
+//
+// With units coming back (returns), a seckill buyer refused (not
+// remembered) may still buy later: its creation then carries its refusals
+// as operations that must come first (unit.after), for judgeCounter.
+func judgeIdentity(h History, idx []int, returns bool) (defs []unit, opt *unit, fails []Failure) {
 	var creates, replays, refusals, unknowns []int
 	for _, i := range idx {
 		switch h.Ops[i].Answer {
@@ -124,7 +142,7 @@ func judgeIdentity(h History, idx []int) (defs []unit, opt *unit, fails []Failur
 				break
 			}
 		}
-		if len(refusals) > 0 {
+		if len(refusals) > 0 && !(returns && first.Seckill) {
 			fails = append(fails, Failure{Ops: []int{a, refusals[0]}, Reason: fmt.Sprintf(
 				"one %s was both given order %s and refused: stock only goes down, so a refusal before the order leaves nothing for it, and after it the %s must get its order again",
 				word, h.Ops[a].OrderNo, word)})
@@ -139,7 +157,7 @@ func judgeIdentity(h History, idx []int) (defs []unit, opt *unit, fails []Failur
 	switch {
 	case len(creates) > 0:
 		for _, c := range creates {
-			defs = append(defs, unit{call: h.Ops[c].Call, q: q, op: c, proof: -1})
+			defs = append(defs, unit{call: h.Ops[c].Call, q: q, op: c, proof: -1, end: min(h.Ops[c].Return, minEnd)})
 		}
 		if c := creates[0]; h.Ops[c].Call > minEnd {
 			fails = append(fails, Failure{Ops: []int{c, lastReplay}, Reason: fmt.Sprintf(
@@ -159,8 +177,8 @@ func judgeIdentity(h History, idx []int) (defs []unit, opt *unit, fails []Failur
 				"a replay named order %s, but no send of this %s could have created it before that answer", h.Ops[lastReplay].OrderNo, word)})
 			break
 		}
-		defs = append(defs, unit{call: h.Ops[u].Call, q: q, op: u, proof: lastReplay})
-	case len(refusals) == 0 && len(unknowns) > 0:
+		defs = append(defs, unit{call: h.Ops[u].Call, q: q, op: u, proof: lastReplay, end: minEnd})
+	case (len(refusals) == 0 || returns && first.Seckill) && len(unknowns) > 0:
 		u := unknowns[0]
 		for _, i := range unknowns {
 			if h.Ops[i].Call < h.Ops[u].Call {
@@ -168,6 +186,14 @@ func judgeIdentity(h History, idx []int) (defs []unit, opt *unit, fails []Failur
 			}
 		}
 		opt = &unit{call: h.Ops[u].Call, q: q, op: u, proof: -1}
+	}
+	if returns && first.Seckill && len(refusals) > 0 {
+		for i := range defs {
+			defs[i].after = refusals
+		}
+		if opt != nil {
+			opt.after = refusals
+		}
 	}
 	return defs, opt, fails
 }

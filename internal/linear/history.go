@@ -34,6 +34,11 @@ const (
 	Replayed
 	// Refused: 409 sold_out or insufficient_stock.
 	Refused
+	// Added: not a purchase but Quantity units coming back, at a moment
+	// between Call and Return: a restock, a cancellation, an unpaid order
+	// the sweeper cancelled. It belongs to no identity (a cancelled order
+	// is still its buyer's or key's one order: a repeat replays it).
+	Added
 )
 
 func (a Answer) String() string {
@@ -44,6 +49,8 @@ func (a Answer) String() string {
 		return "replay"
 	case Refused:
 		return "refused"
+	case Added:
+		return "added"
 	default:
 		return "no answer"
 	}
@@ -68,6 +75,9 @@ type Op struct {
 }
 
 func (o Op) String() string {
+	if o.Answer == Added {
+		return fmt.Sprintf("%d units come back (%s)", o.quantity(), o.Identity)
+	}
 	s := fmt.Sprintf("%s buys %d -> %s", o.Identity, o.quantity(), o.Answer)
 	if o.OrderNo != "" {
 		s += " " + o.OrderNo
@@ -81,9 +91,10 @@ func (o Op) quantity() int64 { return max(1, o.Quantity) }
 type History struct {
 	Stock int64 // units when the sale began
 	// Returns counts units added during the sale (restocks, cancellations)
-	// at moments the clients did not see. Check is exact without them; with
-	// them it still decides the histories whose verdict they cannot change,
-	// and answers Unknown for the rest.
+	// at moments nobody knows. Check is exact without them; with them it
+	// still decides the histories whose verdict they cannot change, and
+	// answers Unknown for the rest. Additions whose moment is known within
+	// an interval are Ops (Added) instead, and Check decides those.
 	Returns int64
 	Ops     []Op
 }

@@ -68,6 +68,11 @@ func (s state) entries() map[string]string {
 // step is the sequential specification: what one correct stock counter
 // with one order per buyer or key answers.
 func step(s state, o Op) (bool, state) {
+	if o.Answer == Added {
+		n := s
+		n.stock += o.quantity()
+		return true, n
+	}
 	held, has := s.lookup(o.Identity)
 	switch {
 	case has && held == refusedMark:
@@ -239,16 +244,23 @@ func Drawable(h History) History {
 			}
 			answered, keep[i] = true, true
 		}
+		// A key that was refused may have been refused first by an
+		// unanswered send: with units coming back that can matter (its
+		// later refusals replay that one whatever the stock).
+		refusedKey := false
+		for _, i := range idx {
+			refusedKey = refusedKey || h.Ops[i].Answer == Refused && !h.Ops[i].Seckill
+		}
 		first := -1
 		for _, i := range idx {
-			if h.Ops[i].Answer == Unknown && (!answered || !created && minEnd >= 0 && h.Ops[i].Call <= minEnd) &&
+			if h.Ops[i].Answer == Unknown && (!answered || refusedKey || !created && minEnd >= 0 && h.Ops[i].Call <= minEnd) &&
 				(first < 0 || h.Ops[i].Call < h.Ops[first].Call) {
 				first = i
 			}
 		}
 		if first >= 0 {
 			keep[first] = true
-			if answered {
+			if answered && !refusedKey {
 				bound[first] = minEnd
 			}
 		}

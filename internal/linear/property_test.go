@@ -9,10 +9,11 @@ import (
 	"time"
 )
 
-// randomHistory runs a correct counter through random purchases, each
-// taking effect at a random moment inside a random interval, and then
-// breaks some answers (and drops others), so that about half the
-// histories are linearizable. Times come from a small range, so ties
+// randomHistory runs a correct counter through random purchases and, in
+// about half the histories, additions (restocks, returns), each taking
+// effect at a random moment inside a random interval, and then breaks some
+// answers (and drops others, or moves an addition's interval), so that
+// about half the histories are linearizable. Times come from a small range, so ties
 // between a send and an answer are common (porcupine's intervals are closed).
 func randomHistory(r *rand.Rand) History {
 	h := History{Stock: r.Int64N(4)}
@@ -37,7 +38,16 @@ func randomHistory(r *rand.Rand) History {
 		skip  bool // unanswered and never took effect
 	}
 	ps := make([]pending, n)
+	adds := 0
+	if r.IntN(2) == 0 {
+		adds = 1 + r.IntN(3)
+	}
 	for i := range ps {
+		if i < adds {
+			point := r.Int64N(40)
+			ps[i] = pending{op: Op{Identity: "restock", Quantity: 1 + r.Int64N(2), Call: point - r.Int64N(10), Return: point + r.Int64N(10), Answer: Added}, point: point}
+			continue
+		}
 		id := ids[r.IntN(len(ids))]
 		point := r.Int64N(40)
 		call := point - r.Int64N(10)
@@ -58,6 +68,10 @@ func randomHistory(r *rand.Rand) History {
 		if p.skip {
 			continue
 		}
+		if p.op.Answer == Added {
+			_, s = step(s, p.op)
+			continue
+		}
 		unknown := p.op.Answer == Unknown
 		held, has := s.lookup(p.op.Identity)
 		switch {
@@ -76,7 +90,12 @@ func randomHistory(r *rand.Rand) History {
 		}
 	}
 	for i := range ps {
-		if r.IntN(5) == 0 { // a wrong answer
+		if p := &ps[i]; p.op.Answer == Added {
+			if r.IntN(5) == 0 { // the units came back later than recorded
+				shift := 1 + r.Int64N(20)
+				p.op.Call, p.op.Return = p.op.Call+shift, p.op.Return+shift
+			}
+		} else if r.IntN(5) == 0 { // a wrong answer
 			p := &ps[i]
 			p.op.Answer = Answer(r.IntN(4))
 			p.op.OrderNo = []string{"O-" + p.op.Identity, "X"}[r.IntN(2)]

@@ -655,7 +655,15 @@ func linearHistories(recs []Record, initial map[int64]int64, f Facts) (map[int64
 			if s, ok := f.Stock[r.ProductID]; ok {
 				h.Returns = s.Unknown
 				for _, ad := range s.Additions {
-					h.Returns += ad.Units
+					// The ledger row's time is taken inside the transaction
+					// that returns the units: they are sellable from its
+					// commit, which follows it, and the sold-out book
+					// learns of them a little later still.
+					from, to := ad.At.Add(-additionSlack), ad.At.Add(additionLag)
+					h.Ops = append(h.Ops, linear.Op{Identity: "addition", Quantity: ad.Units, Answer: linear.Added,
+						Call: from.Sub(t0).Nanoseconds(), Return: to.Sub(t0).Nanoseconds(),
+						Note: fmt.Sprintf("%d units back at %s (restock or cancellation, as the stock ledger dates it)", ad.Units, ad.At.UTC().Format("15:04:05.000"))})
+					src[r.ProductID] = append(src[r.ProductID], Record{Op: "addition", ProductID: r.ProductID, Quantity: ad.Units, Start: from, End: to, Status: 200})
 				}
 			}
 		}
@@ -671,6 +679,15 @@ func linearHistories(recs []Record, initial map[int64]int64, f Facts) (map[int64
 	}
 	return hs, src, leftOut
 }
+
+// An addition (a stock ledger row of a restock or cancellation) takes effect
+// between additionSlack before the row's time (clocks) and additionLag
+// after it (the commit, then the caches that learn of it, on a loaded
+// machine).
+const (
+	additionSlack = 100 * time.Millisecond
+	additionLag   = time.Second
+)
 
 // linearAnswer is what an answer tells the model; effect is false for
 // answers that promise nothing changed.

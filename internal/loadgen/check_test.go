@@ -150,9 +150,15 @@ func TestCheckLinear(t *testing.T) {
 			Facts{}, ptr(true), 0},
 		{"a busy answer took no effect: its buyer may buy later", []Record{
 			sk(1, 503, "busy", "", false, 0, 10), sk(1, 201, "", "S1", false, 20, 30)}, Facts{}, ptr(true), 0},
-		{"returns during the sale leave an oversell undecided", []Record{
+		{"a unit the ledger dates before the third order is sold to it", []Record{
 			sk(1, 201, "", "S1", false, 0, 10), sk(2, 201, "", "S2", false, 5, 15), sk(3, 201, "", "S3", false, 20, 30)},
-			Facts{Stock: map[int64]StockFact{1: {Additions: []Addition{{At: at(12), Units: 1}}}}}, nil, 0},
+			Facts{Stock: map[int64]StockFact{1: {Additions: []Addition{{At: at(12), Units: 1}}}}}, ptr(true), 0},
+		{"a unit that came back after the sale cannot have been sold in it", []Record{
+			sk(1, 201, "", "S1", false, 0, 10), sk(2, 201, "", "S2", false, 5, 15), sk(3, 201, "", "S3", false, 20, 30)},
+			Facts{Stock: map[int64]StockFact{1: {Additions: []Addition{{At: at(5000), Units: 1}}}}}, ptr(false), 3},
+		{"returns at moments nobody knows leave an oversell undecided", []Record{
+			sk(1, 201, "", "S1", false, 0, 10), sk(2, 201, "", "S2", false, 5, 15), sk(3, 201, "", "S3", false, 20, 30)},
+			Facts{Stock: map[int64]StockFact{1: {Unknown: 1}}}, nil, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -193,6 +193,24 @@ func (c *Client) CreateProduct(ctx context.Context, name string, priceCents, sto
 	return p, fmt.Errorf("create product %q: %w", name, a.Error(http.StatusCreated))
 }
 
+// Restock adds quantity units to a product (admin) under key, retried
+// safely with it.
+func (c *Client) Restock(ctx context.Context, productID, quantity int64, key string) error {
+	var a Answer
+	for attempt := 0; attempt < 5; attempt++ {
+		a = c.Do(ctx, Call{Target: attempt, Method: http.MethodPost, Path: "/api/v1/admin/products/" + strconv.FormatInt(productID, 10) + "/restock",
+			Token: c.AdminToken, Key: key, Body: map[string]int64{"quantity": quantity}})
+		if a.Status == http.StatusOK || !retryable(a) {
+			break
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	if err := a.Error(http.StatusOK); err != nil {
+		return fmt.Errorf("restock product %d: %w", productID, err)
+	}
+	return nil
+}
+
 // Order reads the order no as its owner (token).
 func (c *Client) Order(ctx context.Context, target int, token, no string) (wire.Order, bool, error) {
 	var o wire.Order

@@ -415,8 +415,10 @@ func (s sender) send(ctx context.Context, i int, timeout time.Duration) {
 		call.Target %= len(s.c.BaseURLs)
 		a := s.c.Do(ctx, call)
 		rec := recordOf(s.b, call, a, i*100+r)
+		gaveUp := errors.Is(a.Err, context.DeadlineExceeded) && timeout < s.cfg.Timeout
+		rec.GaveUp = gaveUp
 		s.rec.Add(rec)
-		if !retryable(a) || errors.Is(a.Err, context.DeadlineExceeded) && timeout < s.cfg.Timeout {
+		if !retryable(a) || gaveUp {
 			return
 		}
 		sleep(ctx, time.Duration(100+mrand.IntN(200))*time.Millisecond)

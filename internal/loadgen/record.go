@@ -31,10 +31,14 @@ type Record struct {
 	Start     time.Time `json:"start"`
 	End       time.Time `json:"end"`
 
-	Status   int    `json:"status"`         // 0: no answer (transport error or client timeout)
-	Code     string `json:"code,omitempty"` // problem+json code
-	Err      string `json:"err,omitempty"`  // transport error or client timeout
-	Replayed bool   `json:"replayed"`       // Idempotent-Replayed: true
+	Status int    `json:"status"`         // 0: no answer (transport error or client timeout)
+	Code   string `json:"code,omitempty"` // problem+json code
+	Err    string `json:"err,omitempty"`  // transport error or client timeout
+	// GaveUp: no answer because the client gave up on purpose after a
+	// deliberately short timeout (Config.TinyTimeout), not a request left
+	// hanging.
+	GaveUp   bool   `json:"gave_up,omitempty"`
+	Replayed bool   `json:"replayed"` // Idempotent-Replayed: true
 	OrderNo  string `json:"order_no,omitempty"`
 	// What the answer said about the order (2xx on order and pay routes).
 	OrderQuantity int64  `json:"order_quantity,omitempty"`
@@ -144,9 +148,11 @@ func (a *Answers) count(r Record) {
 }
 
 // Outcome names a record's answer for counting: "201", "200 replay",
-// "409 sold_out", "no answer", ...
+// "409 sold_out", "no answer", "gave up (tiny timeout)", ...
 func Outcome(r Record) string {
 	switch {
+	case r.Status == 0 && r.GaveUp:
+		return "gave up (tiny timeout)"
 	case r.Status == 0:
 		return "no answer"
 	case r.Replayed:
@@ -160,9 +166,12 @@ func Outcome(r Record) string {
 
 // Summary condenses records into the figures a report prints.
 type Summary struct {
-	Requests   int            `json:"requests"`
-	Answered   int            `json:"answered"`
-	Errors     int            `json:"errors"`
+	Requests int `json:"requests"`
+	Answered int `json:"answered"`
+	Errors   int `json:"errors"`
+	// NoAnswer: requests left without any answer (transport error or the
+	// client's full timeout), the deliberate give-ups (GaveUp) not counted.
+	NoAnswer   int            `json:"no_answer"`
 	Duration   time.Duration  `json:"duration_ns"`
 	Throughput float64        `json:"throughput_rps"`
 	P50        time.Duration  `json:"p50_ns"`
@@ -196,6 +205,8 @@ func Summarize(recs []Record) Summary {
 		if r.Status != 0 {
 			s.Answered++
 			lat = append(lat, r.Latency())
+		} else if !r.GaveUp {
+			s.NoAnswer++
 		}
 	}
 	s.Duration = last.Sub(first)

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ import (
 type request struct {
 	o    Order // the order to create: number, user, product, quantity, kind, key, hash
 	done chan result
+	// deadline is the request's own (zero: none): its batch waits for the
+	// product lock no longer than its oldest request may still wait.
+	deadline time.Time
 }
 
 // result is a request's answer.
@@ -74,6 +78,21 @@ func (c *coalescer) submit(r *request) bool {
 	return true
 }
 
+// withdraw takes r out of its product's queue if no batch has taken it yet,
+// and reports whether it did: a withdrawn request changed nothing.
+func (c *coalescer) withdraw(r *request) bool {
+	id := r.o.ProductID
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.queues[id]
+	i := slices.Index(q, r)
+	if i < 0 {
+		return false
+	}
+	c.queues[id] = slices.Delete(q, i, i+1)
+	return true
+}
+
 // lead drains id's queue batch by batch and ends when it is empty.
 func (c *coalescer) lead(id int64) {
 	defer c.wg.Done()
@@ -114,13 +133,21 @@ func (s *Service) runBatch(productID int64, batch []*request) {
 	s.batches.wg.Go(func() { s.markAll(res) })
 }
 
-// answerBatch places a batch and answers each of its requests.
+// answerBatch places a batch and answers each of its requests: as soon as
+// its transaction committed (the lock's release, a Redis call that may be
+// slow in a failover, does not change the outcome), else with the error.
 func (s *Service) answerBatch(productID int64, batch []*request) []result {
 	s.metrics.batched(len(batch))
-	res := s.placeSafely(productID, batch)
-	for i, r := range batch {
-		r.done <- res[i]
+	var once sync.Once
+	answer := func(res []result) {
+		once.Do(func() {
+			for i, r := range batch {
+				r.done <- res[i]
+			}
+		})
 	}
+	res := s.placeSafely(productID, batch, answer)
+	answer(res)
 	return res
 }
 
@@ -135,7 +162,7 @@ const batchTxTimeout = 30 * time.Second
 // placeSafely is placeBatch with a panic turned into every request's error:
 // a leader runs outside any request, where no HTTP recovery would catch it,
 // and its waiting requests must still be answered.
-func (s *Service) placeSafely(productID int64, batch []*request) (res []result) {
+func (s *Service) placeSafely(productID int64, batch []*request, committed func([]result)) (res []result) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("order batch panicked; its requests are answered with an error", "product_id", productID, "panic", fmt.Sprint(p))
@@ -145,14 +172,38 @@ func (s *Service) placeSafely(productID int64, batch []*request) (res []result) 
 			}
 		}
 	}()
-	return s.placeBatch(s.bg, productID, batch)
+	ctx := s.bg
+	if d, ok := earliestDeadline(batch); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+	}
+	return s.placeBatch(ctx, productID, batch, committed)
+}
+
+// earliestDeadline is the deadline of the batch's most pressed request: it
+// is owed an answer then (busy or unavailable, if the lock did not come
+// free), so the batch waits no longer for the lock.
+func earliestDeadline(batch []*request) (time.Time, bool) {
+	var d time.Time
+	for _, r := range batch {
+		if r.deadline.IsZero() {
+			continue
+		}
+		if d.IsZero() || r.deadline.Before(d) {
+			d = r.deadline
+		}
+	}
+	return d, !d.IsZero()
 }
 
 // placeBatch is the flow of the seed, once for the whole batch: (the
 // processed marker was checked before queueing) -> lock -> check again (one
 // SELECT of the batch's order numbers) -> one transaction (stock, ledger,
-// orders) -> commit -> release. Stock is served in arrival order.
-func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request) []result {
+// orders) -> commit -> release. Stock is served in arrival order. ctx
+// bounds the wait for the lock and the reads before BEGIN; committed gets
+// the results as soon as the transaction committed.
+func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request, committed func([]result)) []result {
 	res := make([]result, len(batch))
 	var soldOut bool
 	err := s.inv.Guard(ctx, productID, func(ctx context.Context, fence int64) error {
@@ -160,17 +211,15 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		if err != nil {
 			return err
 		}
-		if fence > 0 {
-			// Checked once before BEGIN; from here the fence guards the
-			// write. A hold lost during COMMIT must not cancel it midway,
-			// or the outcome is unknown and sold units are reported unsold.
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), batchTxTimeout)
-			defer cancel()
+		// Checked once before BEGIN; from here the fence (or, without a
+		// lock, the conditional update) guards the write. A hold lost or a
+		// deadline passed during COMMIT must not cancel it midway, or the
+		// outcome is unknown and sold units are reported unsold.
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTxTimeout)
+		defer cancel()
 		for attempt := 1; ; attempt++ {
 			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
 				soldOut, err = s.commitTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Seen: seen}, batch, res)
@@ -186,6 +235,9 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 				err = fmt.Errorf("%w: the batch kept meeting concurrent writers: %w", inventory.ErrBusy, err)
 				break
 			}
+		}
+		if err == nil {
+			committed(res)
 		}
 		return err
 	})

@@ -208,11 +208,12 @@ func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
 		return Order{}, false, err
 	}
 	r := &request{o: o, done: make(chan result, 1)}
+	r.deadline, _ = ctx.Deadline()
 	coalesce := s.cfg.BatchMax > 1 && inventory.Locks(s.inv.StrategyOf(o.ProductID))
 	if !coalesce || !s.batches.submit(r) {
 		s.markAll(s.answerBatch(o.ProductID, []*request{r}))
 	}
-	res := <-r.done
+	res := s.await(ctx, r)
 	s.inv.Settle(ctx, admitted, res.created)
 	switch {
 	case res.err != nil:
@@ -223,6 +224,24 @@ func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
 		s.metrics.replayed(o.Kind)
 	}
 	return res.o, res.created, nil
+}
+
+// await is r's result. A request whose deadline passes while it still
+// queues behind other batches is taken out of the queue and answered busy
+// (nothing changed); one already in a batch gets that batch's outcome,
+// which its deadline bounds too (see earliestDeadline). So a client waits
+// at most its request timeout plus one transaction, even while Redis fails
+// over and every batch waits out the lock.
+func (s *Service) await(ctx context.Context, r *request) result {
+	select {
+	case res := <-r.done:
+		return res
+	case <-ctx.Done():
+	}
+	if s.batches.withdraw(r) {
+		return result{err: fmt.Errorf("%w: the request's deadline passed while batches before it held the product lock: %w", inventory.ErrBusy, context.Cause(ctx))}
+	}
+	return <-r.done
 }
 
 func (s *Service) byNo(ctx context.Context, no string) (Order, error) {

@@ -26,14 +26,24 @@ func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
 	// go-redis would otherwise dial 5 times per attempt and retry each
 	// command 3 times (about 2 s per call, several calls per request) before
 	// the request can answer 503. One retry still rides out a dropped
-	// connection.
+	// connection. During a failover every wait is bounded twice: by these
+	// timeouts, and by the request's own deadline (SHOP_REQUEST_TIMEOUT),
+	// which go-redis only honours with ContextTimeoutEnabled; without it a
+	// request whose deadline passed still waited out the socket timeouts,
+	// a pool wait (ReadTimeout + 1 s by default) and the cluster's three
+	// redirects. Work that must finish (a lock release, a gate settle) runs
+	// on a context without a deadline and keeps the socket timeouts.
 	timeouts := func(o *redis.UniversalOptions) {
 		o.DialTimeout = time.Second
 		o.ReadTimeout = time.Second
 		o.WriteTimeout = time.Second
 		o.PoolSize = 64
+		o.PoolTimeout = time.Second
 		o.MaxRetries = 1
+		o.MinRetryBackoff, o.MaxRetryBackoff = 8*time.Millisecond, 100*time.Millisecond
+		o.MaxRedirects = 1
 		o.DialerRetries = 1
+		o.ContextTimeoutEnabled = true
 	}
 	switch {
 	case rawURL == "":
@@ -66,8 +76,9 @@ func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
 		}
 		uo := &redis.UniversalOptions{}
 		timeouts(uo)
-		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolSize = uo.DialTimeout, uo.ReadTimeout, uo.WriteTimeout, uo.PoolSize
-		opt.MaxRetries, opt.DialerRetries = uo.MaxRetries, uo.DialerRetries
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolSize, opt.PoolTimeout = uo.DialTimeout, uo.ReadTimeout, uo.WriteTimeout, uo.PoolSize, uo.PoolTimeout
+		opt.MaxRetries, opt.MinRetryBackoff, opt.MaxRetryBackoff, opt.DialerRetries = uo.MaxRetries, uo.MinRetryBackoff, uo.MaxRetryBackoff, uo.DialerRetries
+		opt.ContextTimeoutEnabled = uo.ContextTimeoutEnabled
 		return &Redis{UniversalClient: redis.NewClient(opt), Desc: redactURL(rawURL)}, nil
 	}
 }
