@@ -236,7 +236,11 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 				break
 			}
 		}
-		if err == nil {
+		if err == nil && !soldOut {
+			// Answered now: the release that follows is a Redis call, slow
+			// in a failover. A batch that sold the product out answers once
+			// the book learned it (below), so its refused buyers' repeats
+			// find it.
 			committed(res)
 		}
 		return err

@@ -225,3 +225,47 @@ func TestPlaceAfterWait(t *testing.T) {
 		t.Errorf("%d queues after Wait, want none", queued)
 	}
 }
+
+// A request still queued behind a batch can be withdrawn (its deadline
+// passed: it is answered busy and nothing happens to it); one a batch took
+// cannot, and gets that batch's outcome. The earliest deadline of a batch
+// bounds its wait for the lock.
+func TestQueuedRequestWithdraws(t *testing.T) {
+	release := make(chan struct{})
+	ran := make(chan []*request, 2)
+	c := newCoalescer(10, 0, func(_ int64, batch []*request) {
+		ran <- batch
+		<-release
+	})
+	now := time.Now()
+	first := &request{o: Order{ProductID: 1}, done: make(chan result, 1), deadline: now.Add(time.Second)}
+	second := &request{o: Order{ProductID: 1}, done: make(chan result, 1)}
+	third := &request{o: Order{ProductID: 1}, done: make(chan result, 1), deadline: now.Add(2 * time.Second)}
+	c.submit(first)
+	<-ran // first is in a batch that holds on
+	c.submit(second)
+	c.submit(third)
+	if c.withdraw(first) {
+		t.Fatal("withdrew a request its batch had taken")
+	}
+	if !c.withdraw(second) {
+		t.Fatal("could not withdraw a queued request")
+	}
+	close(release)
+	if batch := <-ran; len(batch) != 1 || batch[0] != third {
+		t.Fatalf("next batch %v, want only the request not withdrawn", batch)
+	}
+	c.wait()
+	for _, tc := range []struct {
+		batch []*request
+		want  time.Time
+		ok    bool
+	}{
+		{[]*request{second}, time.Time{}, false},
+		{[]*request{third, second, first}, first.deadline, true},
+	} {
+		if got, ok := earliestDeadline(tc.batch); ok != tc.ok || !got.Equal(tc.want) {
+			t.Errorf("earliestDeadline = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+		}
+	}
+}
