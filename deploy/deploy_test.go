@@ -204,7 +204,8 @@ func TestComposeNginx(t *testing.T) {
 	if want := shops(c); !slices.Equal(servers, want) {
 		t.Errorf("nginx upstream servers = %v, want the compose shops %v", servers, want)
 	}
-	for _, needle := range []string{"listen 8080", "proxy_pass http://shop", "X-Forwarded-For", "X-Real-IP", "location = /nginx-health"} {
+	for _, needle := range []string{"listen 8080", "proxy_pass http://shop", "X-Forwarded-For", "X-Real-IP", "location = /nginx-health",
+		"hash $shop_affinity consistent", `"~^/api/v1/seckill/([0-9]+)/orders$" $1`} {
 		if !strings.Contains(conf, needle) {
 			t.Errorf("nginx.conf lacks %q", needle)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,12 +82,14 @@ func (r benchRaw) plus(s benchRaw) benchRaw {
 // benchOrders is one hot-product phase.
 type benchOrders struct {
 	Instances    int            `json:"instances"`
+	Routing      string         `json:"routing"`    // how the clients reach the instances (see benchRoute)
 	Coalescing   bool           `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
 	Clients      int            `json:"clients"`
 	Committed    int64          `json:"committed"` // order rows of the product that appeared in the window
 	Seconds      float64        `json:"seconds"`
 	OrdersPerSec float64        `json:"orders_per_s"`
-	OfRaw        float64        `json:"of_raw_ceiling"` // OrdersPerSec / Raw.TxPerSec (set when the ceiling is known)
+	OfRaw        float64        `json:"of_raw_ceiling"`  // OrdersPerSec / Raw.TxPerSec (set when the ceiling is known)
+	OfOne        float64        `json:"of_one_instance"` // OrdersPerSec / the coalesced one-instance phase's
 	Load         benchRate      `json:"load"`
 	BatchMean    float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
 	Series       []benchSample  `json:"series"`
@@ -144,6 +147,23 @@ type benchTarget struct {
 
 const benchBatchMetric = "shop_orders_batch_size"
 
+// benchRoute is how a hot-product phase's clients reach the instances.
+type benchRoute struct {
+	routing string   // one of the routing names below
+	urls    []string // the instances (or nginx) the clients send to
+	shops   int      // instances behind them
+	affine  bool     // the harness hashes the product to one instance
+}
+
+// The routings a hot-product phase can use.
+const (
+	routeDirect  = "direct"                       // one instance
+	routeAffine  = "product-affine"               // the harness's consistent hash, the default
+	routeSpread  = "round robin (lab)"            // every instance takes a share of the product
+	routeNginx   = "nginx, product-affine"        // deploy/nginx.conf in front
+	routeNoNginx = "nginx not installed: skipped" // (not a phase)
+)
+
 func (o benchOptions) validate() error {
 	switch {
 	case o.phase <= 0 || o.warmup < 0 || o.rssDuration <= 0:
@@ -159,7 +179,7 @@ func (o benchOptions) validate() error {
 func (h *harness) bench(ctx context.Context) scenarioReport {
 	o := h.o.bench
 	r := scenarioReport{
-		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1 and 3 instances, sold-out vs /healthz, RSS at %d connections", o.rssClients),
+		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1, 2 and 3 instances (product-affine, round robin, nginx), sold-out vs /healthz, RSS at %d connections", o.rssClients),
 		Params: map[string]any{"phase": o.phase.String(), "warmup": o.warmup.String(), "clients": o.clients, "raw_workers": o.rawWorkers,
 			"rss_clients": o.rssClients, "rss_duration": o.rssDuration.String()},
 	}
@@ -197,9 +217,18 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 	if err := h.benchRun(ctx, b, sqlDB, common, users, br); err != nil {
 		r.Error = err.Error()
 	}
+	one := 0.0
+	for _, o := range br.Orders {
+		if o.Instances == 1 && o.Coalescing && one == 0 {
+			one = o.OrdersPerSec
+		}
+	}
 	for i := range br.Orders {
 		if br.Raw.TxPerSec > 0 {
 			br.Orders[i].OfRaw = br.Orders[i].OrdersPerSec / br.Raw.TxPerSec
+		}
+		if one > 0 {
+			br.Orders[i].OfOne = br.Orders[i].OrdersPerSec / one
 		}
 	}
 	br.Targets = benchTargets(br)
@@ -229,17 +258,40 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 		return err
 	}
 
+	// Two and three instances of one cluster (the third idle in the first),
+	// reached as deploy/nginx.conf does (the product's orders to one
+	// instance), the lab's round robin, and through nginx itself.
 	c3, err := startCluster(ctx, h.bin, b, 3, fmt.Sprintf("%02d-bench-3", h.seq), h.workdir, common, nil)
 	if err != nil {
 		return err
 	}
 	defer c3.close()
 	users.secret = []byte(c3.secret)
-	h.benchSay("bench: hot product, 3 instances, %d clients", o.clients)
-	ord, err := h.benchOrders(ctx, db, c3, users)
-	br.Orders = append(br.Orders, ord)
-	if err != nil || slices.Contains(common, "SHOP_BATCH_MAX=1") {
+	routes := []benchRoute{
+		{routing: routeAffine, urls: c3.urls()[:2], shops: 2, affine: true},
+		{routing: routeAffine, urls: c3.urls(), shops: 3, affine: true},
+		{routing: routeSpread, urls: c3.urls(), shops: 3},
+	}
+	front, stop, err := startNginx(ctx, h.workdir, c3.urls())
+	switch {
+	case err == nil:
+		defer stop()
+		routes = append(routes, benchRoute{routing: routeNginx, urls: []string{front}, shops: 3})
+	case errors.Is(err, exec.ErrNotFound):
+		h.benchSay("bench: %s", routeNoNginx)
+	default:
 		return err
+	}
+	for _, rt := range routes {
+		h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, o.clients)
+		ord, err := h.benchOrders(ctx, db, c3, users, rt)
+		br.Orders = append(br.Orders, ord)
+		if err != nil {
+			return err
+		}
+	}
+	if slices.Contains(common, "SHOP_BATCH_MAX=1") {
+		return nil
 	}
 
 	// The baseline: one order per lock hold (coalescing off).
@@ -250,7 +302,7 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	defer off.close()
 	users.secret = []byte(off.secret)
 	h.benchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.clients)
-	ord, err = h.benchOrders(ctx, db, off, users)
+	ord, err := h.benchOrders(ctx, db, off, users, benchRoute{routing: routeDirect, urls: off.urls(), shops: 1})
 	br.Orders = append(br.Orders, ord)
 	return err
 }
@@ -263,7 +315,7 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 		return fmt.Errorf("raw ceiling: %w", err)
 	}
 	h.benchSay("bench: hot product, 1 instance, %d clients", o.clients)
-	ord, err := h.benchOrders(ctx, db, c, users)
+	ord, err := h.benchOrders(ctx, db, c, users, benchRoute{routing: routeDirect, urls: c.urls(), shops: 1})
 	br.Orders = append(br.Orders, ord)
 	if err != nil {
 		return err
@@ -310,17 +362,18 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 }
 
 // benchOrders loads one hot product (stock that does not run out) from
-// o.clients distinct buyers at a time, each request a new buyer, and counts
-// the committed orders in the database over the measured window, sampling
-// the count and the shops' batch sizes every second.
-func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers) (benchOrders, error) {
+// o.clients distinct buyers at a time, each request a new buyer, sent as rt
+// routes them, and counts the committed orders in the database over the
+// measured window, sampling the count and the shops' batch sizes every
+// second.
+func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers, rt benchRoute) (benchOrders, error) {
 	o := h.o.bench
-	out := benchOrders{Instances: len(c.instances), Clients: o.clients, Coalescing: !slices.Contains(c.common, "SHOP_BATCH_MAX=1")}
-	p, err := c.client.CreateProduct(ctx, fmt.Sprintf("bench hot %d", len(c.instances)), 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
+	out := benchOrders{Instances: rt.shops, Routing: rt.routing, Clients: o.clients, Coalescing: !slices.Contains(c.common, "SHOP_BATCH_MAX=1")}
+	p, err := c.client.CreateProduct(ctx, fmt.Sprintf("bench hot %d %s", rt.shops, rt.routing), 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
 	if err != nil {
 		return out, err
 	}
-	l := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), want: http.StatusCreated, users: users}
+	l := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), want: http.StatusCreated, users: users, affine: rt.affine}
 	var (
 		series          []benchSample
 		count0, count1  int64
@@ -370,7 +423,7 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 			}
 		}
 	}()
-	rate, err := l.run(ctx, c.urls(), o.clients, o.warmup, o.phase)
+	rate, err := l.run(ctx, rt.urls, o.clients, o.warmup, o.phase)
 	<-samplerFinished
 	out.Load, out.Answers, out.Series = rate, rate.Answers, series
 	if err != nil {
@@ -527,8 +580,9 @@ func benchMemoryPhase(ctx context.Context, c *cluster, l benchLoad, o benchOptio
 			}
 		}
 	}()
-	// Clients beyond the shop's connection cap wait in the listen backlog;
-	// after 5 s without an answer they count as "no answer".
+	// Clients beyond the shop's connection cap are answered 503
+	// overloaded at once; one that waits 5 s for an answer counts as "no
+	// answer".
 	l.timeout = 5 * time.Second
 	out.Load, err = l.run(ctx, c.urls()[:1], o.rssClients, 0, o.rssDuration)
 	close(stop)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,8 +88,9 @@ func TestBenchEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("loadtest exited %d:\n%s", code, out.String())
 	}
-	for _, want := range []string{"raw db:   4 workers", "orders:   1 instance(s), 16 clients", "orders:   3 instance(s), 16 clients",
-		"sold-out refusals/s", "memory:   200 keep-alive clients", "bench    PASS"} {
+	for _, want := range []string{"raw db:   4 workers", "orders:   1 instance(s), 16 clients", "orders:   2 instance(s), product-affine, 16 clients",
+		"orders:   3 instance(s), product-affine, 16 clients", "orders:   3 instance(s), round robin (lab), 16 clients",
+		"sold-out refusals/s", "memory:   200 keep-alive clients", "requests without an answer, every phase", "bench    PASS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -101,7 +104,10 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := rep.Scenarios[0].Bench
-	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) != 3 || br.Orders[2].Coalescing || br.Orders[0].OrdersPerSec <= 0 || br.Orders[1].OrdersPerSec <= 0 ||
+	// 1 instance; 2 and 3 product-affine; 3 round robin; (3 behind nginx
+	// when it is installed); 1 with coalescing off, last.
+	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 5 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
+		br.Orders[2].OrdersPerSec <= 0 || br.Orders[2].OfOne <= 0 || br.Orders[2].Routing != routeAffine ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
 	}
@@ -114,5 +120,58 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	if !bytes.Contains(html, []byte("committed orders per second")) {
 		t.Error("report.html lacks the orders/s chart")
+	}
+}
+
+// The harness's balancer sends a product to one instance, and when that
+// instance goes only its products move: the others keep theirs.
+func TestRendezvousMovesOnlyTheLostInstancesProducts(t *testing.T) {
+	var all []*url.URL
+	for _, s := range []string{"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"} {
+		u, _ := url.Parse(s)
+		all = append(all, u)
+	}
+	used := map[string]int{}
+	for p := range 300 {
+		key := seckillPath(int64(p + 1))
+		ranked := rendezvous(all, key)
+		used[ranked[0].Host]++
+		if again := rendezvous(slices.Clone(all), key); again[0] != ranked[0] {
+			t.Fatalf("%s: %s, then %s", key, ranked[0].Host, again[0].Host)
+		}
+		without := rendezvous(slices.DeleteFunc(slices.Clone(all), func(u *url.URL) bool { return u == all[0] }), key)
+		want := ranked[0]
+		if want == all[0] {
+			want = ranked[1] // the lost instance's products go to their next
+		}
+		if without[0] != want {
+			t.Errorf("%s: on %s with all three, on %s without %s; want %s", key, ranked[0].Host, without[0].Host, all[0].Host, want.Host)
+		}
+	}
+	for _, u := range all {
+		if used[u.Host] < 50 {
+			t.Errorf("instance %s holds %d of 300 products: the hash does not spread them", u.Host, used[u.Host])
+		}
+	}
+}
+
+// deploy/nginx.conf maps onto loopback with every upstream server and the
+// affinity hash kept.
+func TestNginxConfMapsTheShippedConfig(t *testing.T) {
+	conf, err := os.ReadFile("../deploy/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := nginxConf(string(conf), 4321, []string{"http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"}, "/tmp/e.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"listen 127.0.0.1:4321;", "server 127.0.0.1:1 ", "server 127.0.0.1:3 ", "hash $shop_affinity consistent;", "access_log off;"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("mapped nginx.conf lacks %q", want)
+		}
+	}
+	if _, err := nginxConf(string(conf), 4321, []string{"http://127.0.0.1:1"}, "/tmp/e.log"); err == nil {
+		t.Error("three upstreams mapped onto one shop without an error")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"hash"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -99,13 +100,45 @@ type benchLoad struct {
 	wantCode     string        // and its problem code, if any
 	users        *benchUsers   // nil: no token; else every request a new user
 	timeout      time.Duration // for an answer's head; 0: 30 s
+	// affine sends every client to the instance the path hashes to, as
+	// deploy/nginx.conf does for a product's seckill orders (see
+	// rendezvous); false spreads the clients round robin.
+	affine bool
+}
+
+// rendezvous ranks urls for key by highest random weight: the first is
+// the key's instance, and when it goes away only its keys move, each to
+// its own next one. It is the harness's twin of nginx's consistent hash.
+func rendezvous(urls []*url.URL, key string) []*url.URL {
+	score := func(u *url.URL) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(u.Host))
+		h.Write([]byte{0})
+		h.Write([]byte(key))
+		return h.Sum64()
+	}
+	out := slices.Clone(urls)
+	slices.SortStableFunc(out, func(a, b *url.URL) int { return cmp.Compare(score(b), score(a)) })
+	return out
+}
+
+// ranks gives client i its instances in the order it tries them: the
+// path's ranking when affine, else round robin starting at i.
+func (l benchLoad) ranks(targets []*url.URL, i int) []*url.URL {
+	if l.affine {
+		return rendezvous(targets, l.path)
+	}
+	k := i % len(targets)
+	return append(slices.Clone(targets[k:]), targets[:k]...)
 }
 
 // benchPool bounds the tokens minted before a phase; past them each client
 // mints its own as it goes.
 const benchPool = 100_000
 
-// run drives clients (client i on urls[i % len]) for warmup + d and reports
+// run drives clients (client i on urls[i % len], or all on the path's
+// instance when l.affine; a client whose instance fails moves to the next
+// in its ranking) for warmup + d and reports
 // the answers of the requests that started in the window.
 func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, d time.Duration) (benchRate, error) {
 	out := benchRate{Clients: clients, Answers: map[string]int{}}
@@ -137,7 +170,7 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Go(func() {
-			results[i] = l.client(ctx, hc, targets[i%len(targets)], bearer, t0, t1)
+			results[i] = l.client(ctx, hc, l.ranks(targets, i), bearer, t0, t1)
 		})
 	}
 	wg.Wait()
@@ -178,8 +211,11 @@ type benchClientResult struct {
 }
 
 // client is one keep-alive client: it sends until t1 and keeps what
-// started in [t0, t1).
-func (l benchLoad) client(ctx context.Context, hc *http.Client, u *url.URL, bearer func(*minter) string, t0, t1 time.Time) benchClientResult {
+// started in [t0, t1). A transport error moves it to the next instance of
+// its ranking; 503 overloaded makes it wait the second the answer asks
+// for, as a well-behaved client would.
+func (l benchLoad) client(ctx context.Context, hc *http.Client, ranked []*url.URL, bearer func(*minter) string, t0, t1 time.Time) benchClientResult {
+	u := ranked[0]
 	res := benchClientResult{answers: map[string]int{}, lat: make([]uint32, 0, 1024)}
 	buf := make([]byte, 2048)
 	auth := []string{""}
@@ -211,7 +247,10 @@ func (l benchLoad) client(ctx context.Context, hc *http.Client, u *url.URL, bear
 				res.err = fmt.Errorf("%s %s: %w", l.method, u, err)
 				break
 			}
+			u = ranked[errs%len(ranked)]
 			time.Sleep(10 * time.Millisecond) // the server went away or refused: do not spin
+		} else if code == "overloaded" {
+			time.Sleep(time.Second) // its Retry-After
 		}
 	}
 	return res
@@ -255,7 +294,7 @@ func problemCode(b []byte) string {
 // knownCode interns the codes the bench expects so counting them allocates
 // nothing.
 func knownCode(b []byte) string {
-	for _, c := range []string{"sold_out", "busy", "unavailable", "rate_limited", "insufficient_stock"} {
+	for _, c := range []string{"sold_out", "busy", "unavailable", "overloaded", "rate_limited", "insufficient_stock"} {
 		if string(b) == c {
 			return c
 		}

@@ -38,6 +38,28 @@ func benchTargets(br *benchReport) []benchTarget {
 	if on > 0 && off > 0 {
 		add("committed orders/s, 1 instance, coalescing on ÷ off", "(no target)", "x", on/off, true, "")
 	}
+	for _, o := range br.Orders {
+		switch {
+		case o.Instances == 1 || o.OfOne == 0:
+		case o.Instances == 3 && o.Routing != routeSpread:
+			add(fmt.Sprintf("committed orders/s, 3 instances, %s, ÷ 1 instance", o.Routing), ">= 1.0x", "x", o.OfOne, o.OfOne >= 1.0, fmt.Sprintf("%.2fx short", 1.0-o.OfOne))
+		default:
+			add(fmt.Sprintf("committed orders/s, %d instances, %s, ÷ 1 instance", o.Instances, o.Routing), "(no target)", "x", o.OfOne, true, "")
+		}
+	}
+	var silent []string
+	total := 0
+	for _, ph := range br.phases() {
+		if n := ph.answers["no answer"]; n > 0 {
+			total += n
+			silent = append(silent, fmt.Sprintf("%s: %d", ph.name, n))
+		}
+	}
+	add("requests without an answer, every phase", "0", "", float64(total), total == 0, strings.Join(silent, "; "))
+	if m := br.Memory; m.Load.Requests > 0 {
+		slowest := m.Load.Max.Seconds()
+		add(fmt.Sprintf("slowest answer, %d connections", m.Clients), "<= 5 s", "s", slowest, slowest <= 5, fmt.Sprintf("%.1f s over", slowest-5))
+	}
 	if br.RefusalRatio > 0 {
 		add("sold-out refusals/s ÷ /healthz", ">= 0.6x", "x", br.RefusalRatio, br.RefusalRatio >= 0.6, fmt.Sprintf("%.2fx short", 0.6-br.RefusalRatio))
 	}
@@ -49,6 +71,23 @@ func benchTargets(br *benchReport) []benchTarget {
 		peak := max(m.PeakRSSMB, m.MaxRSSMB)
 		add(fmt.Sprintf("peak RSS, %d connections", m.Clients), "<= 150 MB", "MB", peak, peak <= 150, fmt.Sprintf("%.0f MB over", peak-150))
 	}
+	return out
+}
+
+// benchPhase is one phase's answers, by name.
+type benchPhase struct {
+	name    string
+	answers map[string]int
+}
+
+// phases lists every phase that sent HTTP requests, with its answers.
+func (br *benchReport) phases() []benchPhase {
+	var out []benchPhase
+	for _, o := range br.Orders {
+		out = append(out, benchPhase{"orders, " + o.label(), o.Answers})
+	}
+	out = append(out, benchPhase{"sold-out refusals", br.SoldOut.Answers}, benchPhase{"GET /healthz", br.Healthz.Answers},
+		benchPhase{fmt.Sprintf("memory, %d clients", br.Memory.Clients), br.Memory.Load.Answers})
 	return out
 }
 
@@ -67,19 +106,19 @@ func writeBench(w io.Writer, br *benchReport) {
 		if o.BatchMean > 0 {
 			batch = fmt.Sprintf("mean batch %.1f", o.BatchMean)
 		}
-		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling (%d in %.1fs); p50 %s, p99 %s; %s\n",
-			o.label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
-		fmt.Fprintf(w, "          answers: %s\n", answersText(o.Answers))
+		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance (%d in %.1fs); p50 %s, p99 %s; %s\n",
+			o.label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", answersText(o.Answers), o.Answers["no answer"])
 	}
 	if br.SoldOut.Requests > 0 {
 		fmt.Fprintf(w, "refusals: %.0f sold-out refusals/s (p50 %s, p99 %s) vs GET /healthz %.0f/s (p50 %s, p99 %s): %.2fx; %d clients\n",
 			br.SoldOut.PerSec, ms(br.SoldOut.P50), ms(br.SoldOut.P99), br.Healthz.PerSec, ms(br.Healthz.P50), ms(br.Healthz.P99), br.RefusalRatio, br.SoldOut.Clients)
-		fmt.Fprintf(w, "          answers: %s\n", answersText(br.SoldOut.Answers))
+		fmt.Fprintf(w, "          answers: %s; no answer: %d (healthz: %d)\n", answersText(br.SoldOut.Answers), br.SoldOut.Answers["no answer"], br.Healthz.Answers["no answer"])
 	}
 	if m := br.Memory; m.Load.Requests > 0 {
-		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s; shop connection cap %s\n",
-			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, ms(m.Load.P99), m.MaxConns)
-		fmt.Fprintf(w, "          answers: %s\n", answersText(m.Load.Answers))
+		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s, slowest %s; shop connection cap %s\n",
+			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, ms(m.Load.P99), ms(m.Load.Max), m.MaxConns)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", answersText(m.Load.Answers), m.Load.Answers["no answer"])
 	}
 	for _, t := range br.Targets {
 		verdict := "met"
@@ -108,7 +147,7 @@ func benchHTML(br *benchReport) string {
 	}
 	row(fmt.Sprintf("raw database ceiling, %d workers", br.Raw.Workers), br.Raw.TxPerSec, "tx/s", "1", 0, 0)
 	for _, o := range br.Orders {
-		row(fmt.Sprintf("committed orders, %s, %d clients", o.label(), o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw", o.OfRaw), o.Load.P50, o.Load.P99)
+		row(fmt.Sprintf("committed orders, %s, %d clients", o.label(), o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw, %.2fx one", o.OfRaw, o.OfOne), o.Load.P50, o.Load.P99)
 	}
 	row("sold-out refusals", br.SoldOut.PerSec, "/s", fmt.Sprintf("%.2fx healthz", br.RefusalRatio), br.SoldOut.P50, br.SoldOut.P99)
 	row("GET /healthz", br.Healthz.PerSec, "/s", "1", br.Healthz.P50, br.Healthz.P99)
@@ -125,7 +164,7 @@ func benchHTML(br *benchReport) string {
 		}
 		b.WriteString("</table>")
 	}
-	colors := []string{"#2e7d32", "#1565c0", "#6a1b9a"}
+	colors := []string{"#2e7d32", "#1565c0", "#6a1b9a", "#ef6c00", "#c62828", "#00838f"}
 	var orders, batches []chartSeries
 	for i, o := range br.Orders {
 		var op, bp [][2]float64
@@ -136,6 +175,9 @@ func benchHTML(br *benchReport) string {
 			}
 		}
 		name := fmt.Sprintf("%d inst.", o.Instances)
+		if o.Routing != routeDirect {
+			name += ", " + o.Routing
+		}
 		if !o.Coalescing {
 			name += ", no batch"
 		}
@@ -156,8 +198,12 @@ func benchHTML(br *benchReport) string {
 // label names a hot-product phase: its instances, and whether orders were
 // coalesced.
 func (o benchOrders) label() string {
-	if o.Coalescing {
-		return fmt.Sprintf("%d instance(s)", o.Instances)
+	out := fmt.Sprintf("%d instance(s)", o.Instances)
+	if o.Routing != "" && o.Routing != routeDirect {
+		out += ", " + o.Routing
 	}
-	return fmt.Sprintf("%d instance(s), coalescing off", o.Instances)
+	if !o.Coalescing {
+		out += ", coalescing off"
+	}
+	return out
 }
