@@ -19,6 +19,7 @@ type startInfo struct {
 	tokenGenerated bool   // the token was generated at start (SHOP_ADMIN_TOKEN unset)
 	embeddedRedis  string // redis://host:port of the in-process Redis, or ""
 	sqlitePath     string // the embedded database file, or "" on MySQL
+	demoCatalog    bool   // the demo catalog was created (or found) at start
 	logLevel       string
 }
 
@@ -44,15 +45,24 @@ func writeStartInfo(w io.Writer, s startInfo) {
 	line := func(k, v string) { fmt.Fprintf(&b, "  %-13s %s\n", k, v) }
 	b.WriteString("\nshop is ready\n")
 	line("page", url+"  (shopper view; the operator view needs the admin token)")
-	if s.tokenGenerated {
+	switch {
+	case s.tokenGenerated:
 		line("admin token", s.adminToken+"  (generated now, new at every start; set SHOP_ADMIN_TOKEN to keep one)")
-	} else {
-		line("admin token", "the value of SHOP_ADMIN_TOKEN (or --admin-token)")
+	case s.sqlitePath != "":
+		// A demo shop: the token is a demo value, and the newcomer needs it
+		// to open the operator view.
+		line("admin token", s.adminToken+"  (from SHOP_ADMIN_TOKEN or --admin-token; paste it into the page's operator view)")
+	default:
+		// A real database: a configured secret stays out of the terminal.
+		line("admin token", "not printed: the value you set in SHOP_ADMIN_TOKEN (or --admin-token)")
 	}
 	if s.embeddedRedis != "" {
 		line("redis", s.embeddedRedis+"  (in-process; export SHOP_REDIS_URL="+s.embeddedRedis+" for `shop lab lock` and redis-cli)")
 	}
 	line("docs", "docs/README.md in the repository (start there; set SHOP="+strings.TrimSuffix(url, "/")+" for the chapters' commands)")
+	if s.demoCatalog {
+		line("demo catalog", "a flash-sale item and regular items; demo users 1-20 start with $100.00 (log in as one of them)")
+	}
 	if s.sqlitePath != "" {
 		line("reset demo", "stop the shop (Ctrl-C), delete "+s.sqlitePath+", start it again")
 	} else {
@@ -67,7 +77,7 @@ func writeStartInfo(w io.Writer, s startInfo) {
 
 // startInfoOf collects the summary of a configuration and its backends.
 func startInfoOf(c platform.Config, addr net.Addr, generated bool, rdb *platform.Redis) startInfo {
-	s := startInfo{addr: addr, adminToken: c.AdminToken, tokenGenerated: generated, logLevel: c.LogLevel}
+	s := startInfo{addr: addr, adminToken: c.AdminToken, tokenGenerated: generated, logLevel: c.LogLevel, demoCatalog: c.DemoCatalogOn()}
 	if rdb != nil && rdb.Embedded != nil {
 		s.embeddedRedis = "redis://" + rdb.Embedded.Addr()
 	}

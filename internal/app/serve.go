@@ -63,6 +63,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc := newServices(c, db, rdb, reg, log)
 	defer svc.close()
+	if c.DemoCatalogOn() {
+		if err := seedDemoCatalog(ctx, svc, log); err != nil {
+			return err
+		}
+	}
 	// Background work stops, and is waited for, before the backends close
 	// (deferred calls run last-in first-out).
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,26 @@ func TestVerify(t *testing.T) {
 			}
 			if code, out, errs := verify(); code != 0 || !strings.Contains(out, "product 2: stock 10, added 10") {
 				t.Fatalf("clean shop: exit %d\n%s\n%s", code, out, errs)
+			}
+
+			// Product 3 is a naive lab race's, oversold: a lab finding, exit 0;
+			// asked for alone it fails as any product.
+			exec("INSERT INTO products (id, name, price_cents, stock, created_at, updated_at) VALUES (3, 'Lab race r1 · naive', 100, 0, ?, ?)", now, now)
+			exec("INSERT INTO stock_ledger (product_id, delta, reason, created_at) VALUES (3, 1, 'create', ?)", now)
+			exec("INSERT INTO lab_products (product_id, stock_strategy, created_at) VALUES (3, 'naive', ?)", now)
+			for _, u := range []int64{7, 8} {
+				no := "s-lab-" + strconv.FormatInt(u, 10)
+				exec(`INSERT INTO orders (order_no, user_id, product_id, quantity, amount_cents, kind, status, created_at, updated_at)
+VALUES (?, ?, 3, 1, 100, 'seckill', 'pending', ?, ?)`, no, u, now, now)
+				exec("INSERT INTO stock_ledger (product_id, delta, reason, order_no, created_at) VALUES (3, -1, 'order', ?, ?)", no, now)
+			}
+			exec("UPDATE products SET stock = 0 WHERE id = 3")
+			if code, out, errs := verify(); code != 0 || !strings.HasSuffix(out, "OK\n") || !strings.Contains(out, ", raced with naive\n") ||
+				!strings.Contains(out, "lab finding I2 product 3:") {
+				t.Fatalf("lab oversell only: exit %d\n%s\n%s", code, out, errs)
+			}
+			if code, out, errs := verify("--product", "3"); code != 1 || !strings.Contains(out, "I2 product 3:") || strings.Contains(out, "lab finding") {
+				t.Fatalf("--product 3 (lab): exit %d\n%s\n%s", code, out, errs)
 			}
 
 			// Stock changed without a ledger row: I2 and I3 on product 2.

@@ -62,6 +62,22 @@ type Report struct {
 	Products   []ProductSummary `json:"products"`
 	Wallets    []WalletSummary  `json:"wallets,omitempty"`
 	Violations []Violation      `json:"violations"`
+	// Lab holds, in a shop-wide check, the products lab races created and
+	// their violations: the lesson of a race run with an unsafe strategy,
+	// which therefore never changes OK. Nil when one product was asked for.
+	Lab *LabReport `json:"lab,omitempty"`
+}
+
+// LabReport is the lab part of a shop-wide report. Violations is never nil.
+type LabReport struct {
+	Products   []LabProduct `json:"products"`
+	Violations []Violation  `json:"violations"`
+}
+
+// LabProduct is a lab race's product with the strategy its buyers raced under.
+type LabProduct struct {
+	ProductSummary
+	StockStrategy string `json:"stock_strategy"`
 }
 
 // ProductSummary holds the numbers I1-I3 are judged on.
@@ -133,6 +149,9 @@ func Check(ctx context.Context, db *gorm.DB, o Options) (Report, error) {
 		if o.ProductID != 0 {
 			return nil
 		}
+		if err := c.scan(&c.labRows, "SELECT product_id, stock_strategy FROM lab_products ORDER BY product_id"); err != nil {
+			return err
+		}
 		return c.money()
 	})
 	if err != nil {
@@ -147,11 +166,42 @@ func Check(ctx context.Context, db *gorm.DB, o Options) (Report, error) {
 		Wallets:    c.wallets,
 		Violations: c.out.violations(),
 	}
+	if o.ProductID == 0 {
+		r.Lab = c.labApart(&r)
+	}
 	if r.Products == nil {
 		r.Products = []ProductSummary{}
 	}
 	r.OK = len(r.Violations) == 0
 	return r, nil
+}
+
+// labApart moves the lab products of r, and the violations that name them,
+// into the lab report.
+func (c *checker) labApart(r *Report) *LabReport {
+	strategy := make(map[int64]string, len(c.labRows))
+	for _, l := range c.labRows {
+		strategy[l.ProductID] = l.StockStrategy
+	}
+	lab := &LabReport{Products: []LabProduct{}, Violations: []Violation{}}
+	shop := r.Products[:0:0]
+	for _, p := range r.Products {
+		if s, ok := strategy[p.ProductID]; ok {
+			lab.Products = append(lab.Products, LabProduct{ProductSummary: p, StockStrategy: s})
+		} else {
+			shop = append(shop, p)
+		}
+	}
+	violations := []Violation{}
+	for _, v := range r.Violations {
+		if _, ok := strategy[v.ProductID]; ok && v.ProductID != 0 {
+			lab.Violations = append(lab.Violations, v)
+		} else {
+			violations = append(violations, v)
+		}
+	}
+	r.Products, r.Violations = shop, violations
+	return lab
 }
 
 // snapshot runs fn in one read-only transaction, so every query sees the
@@ -181,6 +231,11 @@ type checker struct {
 	ledgerDups   int64          // orders with two ledger rows of one reason
 	i4Products   map[int64]bool // products with an I4 fault of their orders
 	lostProducts map[int64]bool // products with ledger rows naming no order
+
+	labRows []struct { // lab_products, in a shop-wide check
+		ProductID     int64
+		StockStrategy string
+	}
 }
 
 // scan runs one read query into dest (a pointer to a slice of structs).

@@ -63,7 +63,7 @@ func decode(c *gin.Context, v any, rule bodyRule) error {
 	switch {
 	case err == nil:
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
-		return newError("invalid_json", "the body is not valid JSON: "+err.Error())
+		return newError("invalid_json", "the body is not valid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
 	case errors.As(err, &typ):
 		field := typ.Field
 		if field == "" {
@@ -74,7 +74,7 @@ func decode(c *gin.Context, v any, rule bodyRule) error {
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return invalid(map[string]string{name: "unknown field"})
 	default:
-		return newError("invalid_json", "the body is not valid JSON: "+err.Error())
+		return newError("invalid_json", "the body is not valid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if val, ok := v.(validator); ok {
 		if fields := val.validate(); len(fields) > 0 {

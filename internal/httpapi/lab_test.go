@@ -374,6 +374,30 @@ func TestLabRace(t *testing.T) {
 				t.Errorf("product of the %s side: %s", s.StockStrategy, a.body)
 			}
 		}
+		// The shop-wide audit stays green: both race products are lab
+		// products, the naive side's oversell is a lab finding.
+		var all audit.Report
+		if a := labCall(t, http.MethodGet, base+"/api/v1/admin/audit", labAdminToken, ""); a.status != 200 || json.Unmarshal(a.body, &all) != nil {
+			t.Fatalf("shop-wide audit: %d %s", a.status, a.body)
+		}
+		if !all.OK || all.Lab == nil {
+			t.Fatalf("shop-wide audit after a side-by-side race: %+v", all)
+		}
+		lab := map[int64]string{}
+		for _, p := range all.Lab.Products {
+			lab[p.ProductID] = p.StockStrategy
+		}
+		for _, p := range all.Products {
+			if p.ProductID == safe.ProductID || p.ProductID == naive.ProductID {
+				t.Errorf("race product %d among the shop's products", p.ProductID)
+			}
+		}
+		if lab[safe.ProductID] != "lock-fence" || lab[naive.ProductID] != "naive" {
+			t.Errorf("lab products: %+v", all.Lab.Products)
+		}
+		if (len(all.Lab.Violations) > 0) == naive.Audit.OK {
+			t.Errorf("lab violations %+v, naive side's own audit ok %v", all.Lab.Violations, naive.Audit.OK)
+		}
 		a := labCall(t, http.MethodGet, base+"/api/v1/admin/lab/info", labAdminToken, "")
 		if !bytes.Contains(a.body, []byte(`"stock_strategy":"lock-fence"`)) ||
 			!bytes.Contains(a.body, []byte(`{"name":"naive","oversells":true`)) || !bytes.Contains(a.body, []byte(`{"name":"lock","oversells":false`)) {
@@ -405,6 +429,31 @@ func TestLabRaceNaive(t *testing.T) {
 		t.Errorf("oversold by %d but the audit is green: %+v", r.Oversold, r.Audit)
 	}
 	t.Logf("naive: %d orders for %d units, stock %d, audit ok %v", r.Created, r.InitialStock, r.Stock, r.Audit.OK)
+
+	// A race of the shop's own buyers on one of its own products: the shop
+	// runs naive, so whatever that product suffered is the shop's fault
+	// and the shop-wide audit says so (lab products are no hiding place).
+	p := labCall(t, http.MethodPost, base+"/api/v1/admin/products", labAdminToken, `{"name": "own", "price_cents": 100, "stock": 15}`)
+	var own struct {
+		ID int64 `json:"id"`
+	}
+	if p.status != 201 || json.Unmarshal(p.body, &own) != nil {
+		t.Fatalf("create: %d %s", p.status, p.body)
+	}
+	r = runLabRace(t, base, `{"buyers": 150, "product_id": `+jsonInt(own.ID)+`, "concurrency": 30}`)
+	var all audit.Report
+	if a := labCall(t, http.MethodGet, base+"/api/v1/admin/audit", labAdminToken, ""); a.status != 200 || json.Unmarshal(a.body, &all) != nil {
+		t.Fatalf("shop-wide audit: %d %s", a.status, a.body)
+	}
+	if r.Audit == nil || all.OK != r.Audit.OK {
+		t.Errorf("own product raced naive: its audit %+v, the shop's ok %v", r.Audit, all.OK)
+	}
+	for _, v := range all.Lab.Violations {
+		if v.ProductID == own.ID {
+			t.Errorf("the shop's own product reported as a lab finding: %+v", v)
+		}
+	}
+	t.Logf("naive, own product: %d orders for 15 units, shop audit ok %v", r.Created, all.OK)
 }
 
 func TestLabRoutesOff(t *testing.T) {

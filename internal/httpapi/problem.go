@@ -72,30 +72,33 @@ func invalid(fields map[string]string) *apiError {
 	return &apiError{code: "invalid_request", detail: "the request has invalid fields", fields: fields}
 }
 
-// errorTable maps domain sentinel errors to codes; checked with errors.Is so
-// wrapping never breaks it. The one place a domain error becomes HTTP.
+// errorTable maps domain sentinel errors to codes and to the detail a person
+// reads (the sentinels' own texts carry package prefixes such as "idem:");
+// checked with errors.Is so wrapping never breaks it. The one place a domain
+// error becomes HTTP.
 var errorTable = []struct {
-	err  error
-	code string
+	err    error
+	code   string
+	detail string
 }{
-	{idem.ErrInUse, "idempotency_key_in_use"},
-	{idem.ErrFingerprintMismatch, "idempotency_key_reused"},
-	{idem.ErrTokenInvalid, "form_token_invalid"},
-	{idem.ErrKeyMissing, "idempotency_key_missing"},
-	{idem.ErrKeyMalformed, "idempotency_key_missing"},
-	{inventory.ErrNotFound, "not_found"},
-	{order.ErrNotFound, "not_found"},
-	{inventory.ErrSoldOut, "sold_out"},
-	{inventory.ErrInsufficientStock, "insufficient_stock"},
-	{inventory.ErrBusy, "busy"},
-	{lockx.ErrNotObtained, "busy"},
-	{lockx.ErrNotReplicated, "unavailable"},
-	{order.ErrInvalidState, "invalid_state"},
-	{audit.ErrNotFound, "not_found"},
-	{payment.ErrInsufficientFunds, "insufficient_funds"},
-	{payment.ErrAlreadyPaid, "already_paid"},
-	{payment.ErrBusy, "busy"},
-	{order.ErrUnpaidLimit, "unpaid_limit"},
+	{idem.ErrInUse, "idempotency_key_in_use", "a request with this Idempotency-Key is still being processed; wait for its answer, then retry with the same key"},
+	{idem.ErrFingerprintMismatch, "idempotency_key_reused", "this Idempotency-Key was already used for a different request; send a new key for a new request"},
+	{idem.ErrTokenInvalid, "form_token_invalid", "the form token was already used, has expired or is not yours; get a new one (POST /api/v1/form-tokens), and look up your orders if you are retrying"},
+	{idem.ErrKeyMissing, "idempotency_key_missing", "this request needs an Idempotency-Key header (1-255 characters of A-Z a-z 0-9 - _ . :)"},
+	{idem.ErrKeyMalformed, "idempotency_key_missing", "the Idempotency-Key header is malformed: use 1-255 characters of A-Z a-z 0-9 - _ . :"},
+	{inventory.ErrNotFound, "not_found", "product not found"},
+	{order.ErrNotFound, "not_found", "order not found"},
+	{inventory.ErrSoldOut, "sold_out", "sold out"},
+	{inventory.ErrInsufficientStock, "insufficient_stock", "not enough stock"},
+	{inventory.ErrBusy, "busy", "system busy, retry later"},
+	{lockx.ErrNotObtained, "busy", "system busy, retry later"},
+	{lockx.ErrNotReplicated, "unavailable", "Redis did not confirm the lock on enough replicas; nothing was changed, retry later"},
+	{order.ErrInvalidState, "invalid_state", "the order is not in a state that allows this (it may be paid or cancelled already)"},
+	{audit.ErrNotFound, "not_found", "product not found"},
+	{payment.ErrInsufficientFunds, "insufficient_funds", "the wallet balance is less than the order amount; an operator must credit the wallet first"},
+	{payment.ErrAlreadyPaid, "already_paid", "this order is already paid; nothing was charged"},
+	{payment.ErrBusy, "busy", "account busy, retry later"},
+	{order.ErrUnpaidLimit, "unpaid_limit", "too many unpaid units are held; pay or cancel pending orders first"},
 }
 
 // retryAfter is the Retry-After of each 503: busy is a contended lock (one
@@ -137,7 +140,7 @@ func problemFor(err error) wire.Problem {
 	} else {
 		for _, row := range errorTable {
 			if errors.Is(err, row.err) {
-				code, detail = row.code, row.err.Error()
+				code, detail = row.code, row.detail
 				break
 			}
 		}

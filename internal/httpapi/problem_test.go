@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +25,19 @@ func TestProblemDetailHidesInnerErrors(t *testing.T) {
 	p := problemFor(err)
 	if p.Code != "busy" || strings.Contains(p.Detail, "secret-host") || strings.Contains(p.Detail, "10.1.2.3") {
 		t.Errorf("problem %+v shows the inner error", p)
+	}
+}
+
+// TestProblemDetailsAreSentences: every mapped domain error's detail is
+// written for a person, with no package prefix ("idem: ...") of its sentinel.
+func TestProblemDetailsAreSentences(t *testing.T) {
+	t.Parallel()
+	prefix := regexp.MustCompile(`^[a-z]+: `)
+	for _, row := range errorTable {
+		p := problemFor(fmt.Errorf("wrapped: %w", row.err))
+		if p.Code != row.code || p.Detail == "" || prefix.MatchString(p.Detail) || strings.Contains(p.Detail, row.err.Error()) && prefix.MatchString(row.err.Error()) {
+			t.Errorf("%v: code %s, detail %q: want %s and a sentence without a package prefix", row.err, p.Code, p.Detail, row.code)
+		}
 	}
 }
 

@@ -139,6 +139,30 @@ func lockKey(id int64) string { return "product:" + strconv.FormatInt(id, 10) }
 // return the first product: created is false then, and hash tells whether
 // the retry asked for the same thing.
 func (s *Service) Create(ctx context.Context, name string, priceCents, stock int64, idemRef, hash string) (p Product, created bool, err error) {
+	return s.create(ctx, name, priceCents, stock, idemRef, hash, "")
+}
+
+// labProduct is a row of lab_products: a product a lab race created, and the
+// strategy its buyers raced under. The shop-wide audit reports these apart.
+type labProduct struct {
+	ProductID     int64 `gorm:"primaryKey"`
+	StockStrategy string
+	CreatedAt     time.Time
+}
+
+func (labProduct) TableName() string { return "lab_products" }
+
+// CreateLab creates a lab race's product, marked in the same transaction as
+// raced under strategy, so no crash can leave a lab product that the
+// shop-wide audit would take for one of the shop's own.
+func (s *Service) CreateLab(ctx context.Context, name string, priceCents, stock int64, strategy string) (Product, error) {
+	p, _, err := s.create(ctx, name, priceCents, stock, "", "", strategy)
+	return p, err
+}
+
+// create inserts the product and its create ledger row, and its lab mark
+// when labStrategy is set.
+func (s *Service) create(ctx context.Context, name string, priceCents, stock int64, idemRef, hash, labStrategy string) (p Product, created bool, err error) {
 	now := dbx.Now()
 	p = Product{Name: name, PriceCents: priceCents, Stock: stock, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
 	if idemRef != "" {
@@ -148,6 +172,11 @@ func (s *Service) Create(ctx context.Context, name string, priceCents, stock int
 		p.ID = 0 // a rerun transaction must not reuse the rolled-back id
 		if err := tx.Create(&p).Error; err != nil {
 			return err
+		}
+		if labStrategy != "" {
+			if err := tx.Create(&labProduct{ProductID: p.ID, StockStrategy: labStrategy, CreatedAt: now}).Error; err != nil {
+				return err
+			}
 		}
 		return tx.Create(&LedgerRow{ProductID: p.ID, Delta: stock, Reason: ReasonCreate, CreatedAt: now}).Error
 	})

@@ -33,12 +33,12 @@ func (s *stock) Get(_ context.Context, id int64) (inventory.Product, error) {
 	return p, nil
 }
 
-func (s *stock) Create(_ context.Context, name string, price, units int64, _, _ string) (inventory.Product, bool, error) {
+func (s *stock) CreateLab(_ context.Context, name string, price, units int64, _ string) (inventory.Product, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := inventory.Product{ID: int64(len(s.products) + 1), Name: name, PriceCents: price, Stock: units}
 	s.products[p.ID] = p
-	return p, true, nil
+	return p, nil
 }
 
 func (s *stock) Strategy() string { return inventory.LockFence }

@@ -30,6 +30,7 @@ type Config struct {
 	AuthSecret     string
 	TokenTTL       time.Duration
 	DemoLogin      bool
+	DemoCatalog    string // auto, true or false: see DemoCatalogOn
 	PaymentTimeout time.Duration
 	SweepInterval  time.Duration
 
@@ -179,6 +180,7 @@ var settings = []setting{
 	{"auth-secret", "SHOP_AUTH_SECRET", "", "HMAC secret of user tokens; empty: random at start", str(func(c *Config) *string { return &c.AuthSecret })},
 	{"token-ttl", "SHOP_TOKEN_TTL", "24h", "lifetime of a demo-login user token", dur(func(c *Config) *time.Duration { return &c.TokenTTL })},
 	{"demo-login", "SHOP_DEMO_LOGIN", "true", "serve POST /api/v1/auth/token (password-less demo login)", boolean(func(c *Config) *bool { return &c.DemoLogin })},
+	{"demo-catalog", "SHOP_DEMO_CATALOG", "auto", "at start, create the demo catalog once (a flash-sale item, regular items, $100.00 in the wallets of demo users 1-20): auto (only with the embedded SQLite), true or false", str(func(c *Config) *string { return &c.DemoCatalog })},
 	{"payment-timeout", "SHOP_PAYMENT_TIMEOUT", "15m", "unpaid orders older than this are cancelled by the sweeper", dur(func(c *Config) *time.Duration { return &c.PaymentTimeout })},
 	{"sweep-interval", "SHOP_SWEEP_INTERVAL", "5s", "how often the timeout sweeper runs; 0 disables it", dur(func(c *Config) *time.Duration { return &c.SweepInterval })},
 	{"lock-ttl", "SHOP_LOCK_TTL", "5s", "lease of a product or account lock (renewed by the watchdog)", dur(func(c *Config) *time.Duration { return &c.LockTTL })},
@@ -310,6 +312,9 @@ func (c Config) validate() error {
 	default:
 		bad("SHOP_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
+	if c.DemoCatalog != "auto" && c.DemoCatalog != "true" && c.DemoCatalog != "false" {
+		bad("SHOP_DEMO_CATALOG", "must be auto, true or false, got %q", c.DemoCatalog)
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("SHOP_LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
 	}
@@ -320,6 +325,13 @@ func (c Config) validate() error {
 		bad("SHOP_AUTH_SECRET", "must be at least 16 characters")
 	}
 	return errors.Join(errs...)
+}
+
+// DemoCatalogOn reports whether the shop creates its demo catalog at start:
+// by default only on the embedded SQLite, the demo database; a MySQL
+// database is somebody's data, so only an explicit true touches it.
+func (c Config) DemoCatalogOn() bool {
+	return c.DemoCatalog == "true" || (c.DemoCatalog == "auto" && c.MySQLDSN == "")
 }
 
 // Lab reports whether any lab fault switch is on, for a loud log line.

@@ -342,7 +342,18 @@ function renderOrders(items) {
   state.orders = items;
   const body = $('orders-table').tBodies[0];
   const short$ = (o) => state.balance !== null && state.balance < o.amount_cents;
-  $('wallet-empty').hidden = !items.some((o) => o.status === 'pending' && short$(o));
+  // The wallet note names the numbers: the balance, the cheapest pending
+  // order it cannot pay, and what to do (not "empty" when it is not).
+  const unpaid = items.filter((o) => o.status === 'pending' && short$(o)).sort((a, b) => a.amount_cents - b.amount_cents);
+  const note = $('wallet-empty');
+  note.hidden = unpaid.length === 0;
+  if (unpaid.length) {
+    const o = unpaid[0];
+    note.replaceChildren(
+      state.balance === 0 ? 'Your wallet is empty' : `Your balance ${money(state.balance)} is less than ${money(o.amount_cents)}`,
+      ` (order ${short(o.order_no)})`, ': ', h('b', {}, 'Pay'), ' stays off until an operator credits at least ',
+      h('b', {}, money(o.amount_cents - state.balance)), ' more (Operator → Credit a wallet), or cancel the order.');
+  }
   body.replaceChildren(...items.map((o) => h('tr', { 'data-order': o.order_no, 'data-status': o.status },
     h('td', { title: o.order_no + ' · ' + new Date(o.created_at).toLocaleString() }, h('span', { class: 'mono' }, short(o.order_no)),
       h('div', { class: 'sub' }, 'product #' + o.product_id + ' · ' + time(o.created_at))),
@@ -353,7 +364,7 @@ function renderOrders(items) {
     h('td', { class: 'actions' }, o.status === 'pending' ? [
       h('button', {
         class: 'primary small', onclick: () => pay(o.order_no), disabled: short$(o),
-        title: short$(o) ? `the wallet holds ${money(state.balance)}: an operator must credit it first` : undefined,
+        title: short$(o) ? `balance ${money(state.balance)} is less than ${money(o.amount_cents)}: an operator must credit ${money(o.amount_cents - state.balance)} more first` : undefined,
       }, 'Pay'),
       h('button', { class: 'small', onclick: () => cancel(o.order_no) }, 'Cancel'),
     ] : []))));
@@ -525,7 +536,31 @@ function renderVerdict(el, rep, race) {
       ps.map((p) => h('tr', {}, [p.product_id, p.added, p.sold, p.returned, p.stock].map((x) => h('td', {}, x))))));
     if ((rep.products || []).length > ps.length) el.append(h('div', {}, `(${rep.products.length - ps.length} more products checked)`));
   }
+  if (rep.lab && rep.lab.products.length) renderLab(el, rep.lab);
   el.append(h('div', { class: 'route' }, 'checked at ' + new Date(rep.checked_at).toLocaleTimeString()));
+}
+
+// renderLab shows the lab part of a shop-wide audit: the products lab races
+// made and what the unsafe strategies did to them. It is the race's lesson,
+// kept apart from the shop's verdict above (which it never turns red).
+function renderLab(el, lab) {
+  const n = lab.violations.length;
+  const box = h('div', { class: 'lab-findings', 'data-testid': 'lab-findings' },
+    h('div', { class: 'head' }, n
+      ? `Lab findings: ${n} violation${n === 1 ? '' : 's'} on lab race products (the lesson of the race, not a fault of the shop)`
+      : `Lab race products: ${lab.products.length}, no violations`));
+  const bad = lab.products.filter((p) => lab.violations.some((v) => v.product_id === p.product_id));
+  for (const p of bad.slice(0, 4)) {
+    const over = Math.max(0, p.sold - p.cancelled - p.added);
+    box.append(h('div', {}, `product #${p.product_id} (${p.stock_strategy}): ${p.sold - p.cancelled} units held by orders for ${p.added} added`,
+      over > 0 ? [' — ', h('b', {}, `oversold by ${over}`)] : ''));
+  }
+  if (n) {
+    box.append(h('ul', {}, lab.violations.slice(0, 4).map((v) => h('li', {},
+      h('span', { class: 'inv' }, v.invariant), ' ', `product #${v.product_id}: `, v.detail))));
+    if (n > 4) box.append(h('div', {}, `… and ${n - 4} more`));
+  }
+  el.append(box);
 }
 
 // ---------- operator: flash sale race ----------
@@ -679,7 +714,8 @@ function drawChart(el, v, side, { tMax, uMax, aMax }) {
 function start() {
   window.addEventListener('hashchange', route);
   route();
-  $('login-user').value = state.userId || Math.floor(1 + Math.random() * 9999);
+  // Demo users 1-20 start with $100.00 when the shop made its demo catalog.
+  $('login-user').value = state.userId || Math.floor(1 + Math.random() * 20);
   $('login-form').addEventListener('submit', login);
   $('logout-btn').addEventListener('click', () => logout());
   $('order-form').addEventListener('submit', placeOrder);
