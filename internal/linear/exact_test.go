@@ -106,3 +106,36 @@ func TestOversellSetIsMinimal(t *testing.T) {
 		t.Fatalf("12 units for 3: the smallest set is two orders of 3 (or 3 and 2): %+v", r)
 	}
 }
+
+// Units that come back (Added) are judged, not left unknown: sold again
+// when they came back in time, and a refusal after a restock had answered,
+// with the unit still free, is caught.
+func TestAdditionsAreJudged(t *testing.T) {
+	restock := func(q, call, ret int64) Op {
+		return Op{Identity: "restock", Quantity: q, Call: call, Return: ret, Answer: Added}
+	}
+	cases := []struct {
+		name string
+		ops  []Op
+		want Verdict
+	}{
+		{"a restock sold again", []Op{buy("u1", 0, 10, Created, "S1"), restock(1, 12, 14), buy("u2", 20, 30, Created, "S2")}, Linearizable},
+		{"a refusal while the restock was under way", []Op{buy("u1", 0, 10, Created, "S1"), restock(1, 12, 40), buy("u2", 20, 30, Refused, "")}, Linearizable},
+		{"refused after the restock answered", []Op{buy("u1", 0, 10, Created, "S1"), restock(1, 12, 14), buy("u2", 20, 30, Refused, "")}, NotLinearizable},
+		{"sold before the restock began", []Op{buy("u1", 0, 10, Created, "S1"), buy("u2", 5, 11, Created, "S2"), restock(1, 12, 14)}, NotLinearizable},
+		{"a seckill buyer refused, then sold the unit that came back", []Op{buy("u1", 0, 10, Created, "S1"), buy("u2", 11, 12, Refused, ""), restock(1, 13, 14), buy("u2", 20, 30, Created, "S2")}, Linearizable},
+		{"a key refused is refused again whatever came back", []Op{order("k1", 1, 0, 10, Created, "R1"), order("k2", 1, 11, 12, Refused, ""), restock(1, 13, 14), order("k2", 1, 20, 30, Refused, "")}, Linearizable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := History{Stock: 1, Ops: c.ops}
+			got := Check(context.Background(), h)
+			if got.Verdict != c.want {
+				t.Fatalf("exact: %s (%s %+v), want %s", got.Verdict, got.Reason, got.Failures, c.want)
+			}
+			if v, _ := Porcupine(h, nil, 0); v != c.want {
+				t.Fatalf("porcupine: %s, want %s", v, c.want)
+			}
+		})
+	}
+}
