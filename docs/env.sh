@@ -80,9 +80,12 @@ lab_shop_start() {
 	return 1
 }
 
+# lab_shop_stop: stops the lab shop and removes its folder (SQLite file, log).
 lab_shop_stop() {
 	kill "$LAB_PID" 2>/dev/null || true
 	wait "$LAB_PID" 2>/dev/null || true
+	if [ -n "${LAB_DIR:-}" ]; then rm -rf "$LAB_DIR"; fi
+	LAB_DIR=
 }
 
 # race BASE_URL STOCK BUYERS: the lab's flash sale (POST /api/v1/admin/lab/races

@@ -156,6 +156,55 @@ test('the page is served offline from the binary', async () => {
   assert.match(await page.title(), /Seckill shop/);
 });
 
+// idOf is the id of the shopper list's product named name.
+const idOf = (name) => page.$$eval('#products-table tbody tr',
+  (trs, n) => Number(trs.find((tr) => tr.querySelector('td.name')?.textContent === n)?.dataset.id), name);
+
+test('shopper: a fresh embedded shop shows its demo catalog before any admin action', async () => {
+  await page.waitForFunction(() => document.querySelectorAll('#products-table tbody tr').length >= 3);
+  const names = await page.$$eval('#products-table tbody td.name', (tds) => tds.map((t) => t.textContent));
+  assert.ok(names.some((n) => n.startsWith('Flash sale')), names.join(', '));
+  assert.equal(await page.locator('#products-empty').isHidden(), true);
+});
+
+test('shopper: a wallet short of an order says by how much, not "empty"', async () => {
+  await page.fill('#login-user', '2'); // a demo user: $100.00
+  await page.click('#login-btn');
+  await expectText('#who', /user 2\b/);
+  await expectText('#wallet-balance', /\$100\.00/);
+  const id = await idOf('Noise-cancelling headphones'); // $199.00
+  assert.ok(id > 0);
+  await page.click(`[data-testid=buy-${id}]`);
+  await expectText('#buy-result', /201 Created/);
+  await page.waitForSelector('#wallet-empty:not([hidden])');
+  await expectText('#wallet-empty', /balance \$100\.00 is less than \$199\.00.*credit.*\$99\.00/);
+  assert.doesNotMatch(await text('#wallet-empty'), /empty/);
+  await page.click('#orders-table tr[data-status=pending] button:has-text("Cancel")');
+  await page.waitForSelector('#orders-table tr[data-status=cancelled]');
+});
+
+test('at 390x844 (a phone): a purchase brings its order into view', async () => {
+  await page.setViewportSize(PHONE);
+  try {
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.fill('#login-user', '3');
+    await page.click('#login-btn');
+    await expectText('#who', /user 3\b/);
+    const id = await idOf('Flash sale: mechanical keyboard');
+    assert.ok(id > 0);
+    await page.click(`[data-testid=buy-${id}]`);
+    await expectText('#buy-result', /201 Created/);
+    await page.waitForFunction(() => {
+      const r = document.querySelector('#orders-table tr.just-made[data-status=pending]')?.getBoundingClientRect();
+      return r && r.top >= 0 && r.bottom <= window.innerHeight;
+    });
+    await page.click('#orders-table tr.just-made button:has-text("Cancel")');
+    await page.waitForSelector('#orders-table tr[data-status=cancelled]');
+  } finally {
+    await page.setViewportSize(DESKTOP);
+  }
+});
+
 test('operator: admin token (the header says so), create a sale, credit a wallet (and replay the credit)', async () => {
   await operatorTab();
   await expectText('#who', /no admin token/);
@@ -332,6 +381,18 @@ test('operator: side by side, 1000 buyers for 100 units on lock-fence and on nai
   await page.evaluate(() => window.scrollTo(0, 0));
   await checkLayout('operator view at 1280x900');
   await page.screenshot({ path: path.join(SHOTS, 'operator.png'), fullPage: true });
+});
+
+test('operator: after the race the shop-wide audit is green and names the lab findings apart', async () => {
+  await operatorTab();
+  await page.fill('#audit-product', '');
+  await page.click('#audit-btn');
+  await page.waitForSelector('#audit-verdict[data-ok]');
+  assert.equal(await page.getAttribute('#audit-verdict', 'data-ok'), 'true', await text('#audit-verdict'));
+  await expectText('#audit-verdict', /Audit OK/);
+  await page.waitForSelector('#audit-verdict [data-testid=lab-findings]');
+  const naiveOK = await page.getAttribute('#race-side-1 .verdict', 'data-ok');
+  await expectText('#audit-verdict [data-testid=lab-findings]', naiveOK === 'true' ? /Lab race products: 2, no violations/ : /Lab findings: \d+ violations?.*naive/s);
 });
 
 test('shopper: lab race products stay out of the list unless asked for', async () => {

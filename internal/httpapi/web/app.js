@@ -286,7 +286,21 @@ async function buy(productId) {
   const o = r.data;
   show(box, r, r.ok && [r.status === 201 ? 'order ' : 'your existing order ', h('code', {}, short(o.order_no)), ` for product #${o.product_id}, ${money(o.amount_cents)}: pay it in My orders`]);
   pollProducts();
-  refreshOrders();
+  await refreshOrders();
+  if (r.ok) showOrder(o.order_no);
+}
+
+// showOrder marks the order a purchase just made in My orders and, when the
+// row is off screen (a phone, where My orders is two screens further
+// down), scrolls to it so the buyer sees it and its Pay button.
+function showOrder(no) {
+  const row = $('orders-table').querySelector(`tr[data-order="${CSS.escape(no)}"]`);
+  if (!row) return;
+  state.justMade = no;
+  for (const old of $('orders-table').querySelectorAll('tr.just-made')) old.classList.remove('just-made');
+  row.classList.add('just-made');
+  const box = row.getBoundingClientRect();
+  if (box.top < 0 || box.bottom > window.innerHeight) row.scrollIntoView({ block: 'center' });
 }
 
 async function placeOrder(ev) {
@@ -310,7 +324,8 @@ async function sendOrder() {
   const o = r.data;
   show(box, r, r.ok && ['order ', h('code', {}, short(o.order_no)), `: ${o.quantity} × product #${o.product_id}, ${money(o.amount_cents)}`]);
   pollProducts();
-  refreshOrders();
+  await refreshOrders();
+  if (r.ok) showOrder(o.order_no);
 }
 
 async function pay(no) {
@@ -354,7 +369,7 @@ function renderOrders(items) {
       ` (order ${short(o.order_no)})`, ': ', h('b', {}, 'Pay'), ' stays off until an operator credits at least ',
       h('b', {}, money(o.amount_cents - state.balance)), ' more (Operator → Credit a wallet), or cancel the order.');
   }
-  body.replaceChildren(...items.map((o) => h('tr', { 'data-order': o.order_no, 'data-status': o.status },
+  body.replaceChildren(...items.map((o) => h('tr', { 'data-order': o.order_no, 'data-status': o.status, class: o.order_no === state.justMade ? 'just-made' : undefined },
     h('td', { title: o.order_no + ' · ' + new Date(o.created_at).toLocaleString() }, h('span', { class: 'mono' }, short(o.order_no)),
       h('div', { class: 'sub' }, 'product #' + o.product_id + ' · ' + time(o.created_at))),
     h('td', { class: 'opt' }, h('span', { class: 'badge ' + o.kind }, o.kind)),
