@@ -141,6 +141,9 @@ var (
 	fenceRE   = regexp.MustCompile("^ {0,3}(```+|~~~+)\\s*(.*)$")
 	linkRE    = regexp.MustCompile(`\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^()\s]+)\)`)
 	chapterRE = regexp.MustCompile(`^(\d\d)-[a-z0-9-]+\.md$`)
+	// pageRE names a walk-through page beside the chapters (no exercises,
+	// nothing to run): translated and indexed like a chapter, see pages.
+	pageRE = regexp.MustCompile(`^[a-z][a-z0-9-]*\.md$`)
 )
 
 // parse reads a markdown file (path relative to docs/).
@@ -249,6 +252,9 @@ func chapters(t *testing.T, lang string) []chapter {
 			if _, err := os.Stat(e.Name()); err == nil && lang != "en" {
 				continue // a translation of the reference page docs/<name>
 			}
+			if pageRE.MatchString(e.Name()) {
+				continue // a walk-through page: see pages
+			}
 			t.Errorf("docs/%s/%s: chapter files are named NN-lowercase-words.md (or translate a reference page of docs/ under its name)", lang, e.Name())
 			continue
 		}
@@ -260,10 +266,34 @@ func chapters(t *testing.T, lang string) []chapter {
 	return out
 }
 
-// TestTranslations: every chapter exists in both languages, with the same
+// pages are the chapters of lang and the walk-through pages beside them
+// (docs/en/<name>.md that is no chapter; a reference page's translation is
+// not one).
+func pages(t *testing.T, lang string) []chapter {
+	t.Helper()
+	out := chapters(t, lang)
+	entries, err := os.ReadDir(lang)
+	if err != nil {
+		t.Fatalf("docs/%s: %v", lang, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !pageRE.MatchString(e.Name()) || chapterRE.MatchString(e.Name()) {
+			continue
+		}
+		if _, err := os.Stat(e.Name()); err == nil {
+			continue // a translation of the reference page docs/<name>
+		}
+		c := chapter{lang: lang, base: e.Name(), path: filepath.Join(lang, e.Name())}
+		c.blocks, c.links = parse(t, c.path)
+		out = append(out, c)
+	}
+	return out
+}
+
+// TestTranslations: every chapter and page exists in both languages, with the same
 // runnable commands and the same links into the code.
 func TestTranslations(t *testing.T) {
-	en, zh := chapters(t, "en"), chapters(t, "zh")
+	en, zh := pages(t, "en"), pages(t, "zh")
 	if len(en) == 0 {
 		t.Fatal("docs/en has no chapters")
 	}
@@ -319,7 +349,7 @@ func codeTargets(ls []link) []string {
 	return out
 }
 
-// TestIndex: docs/README.md links every chapter in both languages.
+// TestIndex: docs/README.md links every chapter and page in both languages.
 func TestIndex(t *testing.T) {
 	_, links := parse(t, "README.md")
 	linked := map[string]bool{}
@@ -327,7 +357,7 @@ func TestIndex(t *testing.T) {
 		linked[strings.SplitN(l.target, "#", 2)[0]] = true
 	}
 	for _, lang := range langs {
-		for _, c := range chapters(t, lang) {
+		for _, c := range pages(t, lang) {
 			if !linked[lang+"/"+c.base] {
 				t.Errorf("docs/README.md does not link %s/%s", lang, c.base)
 			}

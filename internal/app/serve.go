@@ -73,7 +73,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
 	defer func() { stopBG(); background.Wait() }()
-	background.Go(func() { svc.orders.Follow(bg) })
+	background.Go(func() { svc.products.Follow(bg) })
 	background.Go(func() { svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout) })
 	background.Go(func() { svc.products.RunGateReaper(bg, c.SweepInterval) })
 

@@ -34,11 +34,11 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	locks := lockx.New(rdb, lockx.Options{Prefix: c.RedisPrefix + "lock:", Metrics: lockMetrics, Logger: log, WaitReplicas: int(c.LockReplicas)})
 	products := inventory.New(db.DB, locks, rdb, inventory.Config{
 		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait,
-		KeyPrefix: c.RedisPrefix, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
+		KeyPrefix: c.RedisPrefix, SoldOutRecheck: c.SoldOutCache, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
 	}, inventory.NewMetrics(reg), log)
 	markers := idem.NewMarkers(rdb, c.RedisPrefix+"done:", c.IdemRetention)
 	orders := order.New(db.DB, products, markers, order.Config{
-		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, SoldOutRecheck: c.SoldOutCache, UnpaidLimit: c.UnpaidUnits, NoIdempotency: c.LabNoIdempotency,
+		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, UnpaidLimit: c.UnpaidUnits, NoIdempotency: c.LabNoIdempotency,
 	}, order.NewMetrics(reg), log)
 	payments := payment.New(db.DB, locks, payment.Config{LockTTL: c.LockTTL, LockWait: c.LockWait, SlowPayment: c.LabSlowPayment},
 		payment.NewMetrics(reg), log)

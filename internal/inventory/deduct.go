@@ -17,48 +17,49 @@ type Want struct {
 	Quantity int64
 }
 
-// Take is a batch of claims on one product's stock, in arrival order.
+// Take is one guarded deduction of a product's stock, handed by Guard to
+// its fn for DeductTx.
 type Take struct {
 	ProductID int64
-	// Fence is the product lock's fencing token (Guard's fence); 0 = none.
+	// Fence is the product lock's fencing token; 0 = none.
 	Fence int64
-	Wants []Want
-	// Seen is Prepare's answer: the product row the read-modify-write lab
-	// strategies read before the transaction.
-	Seen *Product
+
+	strategy string   // the admission's, resolved once per request
+	seen     *Product // prepare's read, for the read-modify-write lab strategies
+	soldOut  bool     // the last DeductTx left the product known to be sold out
 }
 
-// Prepare is the part of a deduction that runs before the caller opens its
-// transaction (inside Guard, fence from there): the lab pause, which stands
+// prepare is the part of a deduction that runs before the caller opens its
+// transaction (inside Guard): the lab pause, which stands
 // in for a holder stopped between taking the lock and writing, and, for the
 // read-modify-write lab strategies, their read of the stock row, as such
-// code usually reads: outside the transaction that writes. Pass the result
-// as Take.Seen.
+// code usually reads: outside the transaction that writes.
 //
 // naive then spends naiveWork before it writes, as real code does between
 // its read and its write (a price rule, a call to another service). The
 // lost updates it shows then happen under any concurrent load, not only
 // when the scheduler happens to interleave two reads (the demo's SQLite has
 // one connection, which otherwise serialises most of them).
-func (s *Service) Prepare(ctx context.Context, productID, fence int64) (*Product, error) {
-	switch strategy := s.StrategyOf(productID); strategy {
+func (s *Service) prepare(ctx context.Context, t *Take) error {
+	switch t.strategy {
 	case Naive, Lock:
-		p, err := readProduct(s.db.WithContext(ctx), productID)
+		p, err := readProduct(s.db.WithContext(ctx), t.ProductID)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if fence > 0 {
+		t.seen = &p
+		if t.Fence > 0 {
 			s.labPause(ctx)
 		}
-		if strategy == Naive {
+		if t.strategy == Naive {
 			sleep(ctx, naiveWork)
 		}
-		return &p, nil
+		return nil
 	}
-	if fence > 0 {
+	if t.Fence > 0 {
 		s.labPause(ctx)
 	}
-	return nil, nil
+	return nil
 }
 
 // naiveWork is the naive strategy's time between its read and its write.
@@ -89,13 +90,12 @@ func (t Taken) Granted() int {
 	return n
 }
 
-// DeductTx takes stock for t's wants inside the caller's transaction, in
-// arrival order: a want is served while enough is left, so the first buyers
-// get the last units and the rest get the exact refusal. It appends one
-// ledger row per served want. The caller runs it inside Guard (the fence
-// comes from there), after Prepare, and inserts the orders in the same
-// transaction; how the
-// stock row is written depends on the product's strategy:
+// DeductTx takes stock for wants, in arrival order, inside the caller's
+// transaction, in Guard's fn with Guard's t: a want is served while enough is
+// left, so the first buyers get the last units and the rest get the exact
+// refusal. It appends one ledger row per served want; the caller inserts the
+// orders in the same transaction. How the stock row is written depends on
+// the admission's strategy:
 //
 //   - lock-fence, redis-gate: one fenced conditional UPDATE for the whole
 //     batch; a holder whose lease ran out writes nothing (errStaleFence).
@@ -103,15 +103,17 @@ func (t Taken) Granted() int {
 //   - lock, naive (LAB, unsafe): read, compute, write the number back.
 //
 // Errors: ErrNotFound, errStaleFence (Guard retries), or the database's.
-func (s *Service) DeductTx(ctx context.Context, tx *gorm.DB, t Take) (Taken, error) {
-	switch s.StrategyOf(t.ProductID) {
+func (s *Service) DeductTx(tx *gorm.DB, t *Take, wants []Want) (taken Taken, err error) {
+	switch t.strategy {
 	case Naive, Lock:
-		return s.readModifyWrite(tx, t)
+		taken, err = s.readModifyWrite(tx, t, wants)
 	case Conditional:
-		return s.conditional(tx, t)
+		taken, err = s.conditional(tx, t, wants)
 	default:
-		return s.fenced(tx, t)
+		taken, err = s.fenced(tx, t, wants)
 	}
+	t.soldOut = err == nil && taken.SoldOut
+	return taken, err
 }
 
 // allocate serves wants in order from stock; it returns the refusals and
@@ -135,8 +137,8 @@ func allocate(stock int64, wants []Want) (refused []error, total int64) {
 // (MySQL: FOR UPDATE, so it is the latest committed row, not the
 // transaction's snapshot); the UPDATE repeats both conditions, so the
 // database stays the last line of defence even if the read were wrong.
-func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
-	if out, ok, err := s.fencedWhole(tx, t); ok || err != nil {
+func (s *Service) fenced(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
+	if out, ok, err := s.fencedWhole(tx, t, wants); ok || err != nil {
 		return out, err
 	}
 	p, err := readProduct(tx.Clauses(clause.Locking{Strength: "UPDATE"}), t.ProductID)
@@ -147,7 +149,7 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 		return Taken{}, errStaleFence
 	}
 	s.prices.Store(p.ID, p.PriceCents)
-	refused, total := allocate(p.Stock, t.Wants)
+	refused, total := allocate(p.Stock, wants)
 	out := Taken{PriceCents: p.PriceCents, Refused: refused, SoldOut: p.Stock-total <= 0}
 	if total == 0 {
 		return out, nil
@@ -164,7 +166,7 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 		}
 		return Taken{}, ErrBusy
 	}
-	return out, s.ledger(tx, t, refused)
+	return out, s.ledger(tx, t, wants, refused)
 }
 
 // fencedWhole is the common case of a sale in progress: the whole batch
@@ -173,28 +175,28 @@ func (s *Service) fenced(tx *gorm.DB, t Take) (Taken, error) {
 // false when the product's price is not known yet, or the UPDATE matched no
 // row (not enough stock for all, or a newer fence): the caller then reads
 // the row and decides want by want.
-func (s *Service) fencedWhole(tx *gorm.DB, t Take) (out Taken, ok bool, err error) {
+func (s *Service) fencedWhole(tx *gorm.DB, t *Take, wants []Want) (out Taken, ok bool, err error) {
 	price, known := s.prices.Load(t.ProductID)
 	if !known || t.Fence <= 0 {
 		return Taken{}, false, nil
 	}
 	var total int64
-	for _, w := range t.Wants {
+	for _, w := range wants {
 		total += w.Quantity
 	}
 	res := moveStock(tx, t.ProductID, -total, t.Fence)
 	if res.Error != nil || res.RowsAffected != 1 {
 		return Taken{}, false, res.Error
 	}
-	out = Taken{PriceCents: price.(int64), Refused: make([]error, len(t.Wants))}
-	return out, true, s.ledger(tx, t, out.Refused)
+	out = Taken{PriceCents: price.(int64), Refused: make([]error, len(wants))}
+	return out, true, s.ledger(tx, t, wants, out.Refused)
 }
 
 // conditional is the lock-free strategy: one guarded UPDATE per want
 // decides; nothing is read first.
-func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
-	out := Taken{Refused: make([]error, len(t.Wants))}
-	for i, w := range t.Wants {
+func (s *Service) conditional(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
+	out := Taken{Refused: make([]error, len(wants))}
+	for i, w := range wants {
 		res := moveStock(tx, t.ProductID, -w.Quantity, 0)
 		if res.Error != nil {
 			return Taken{}, res.Error
@@ -215,7 +217,7 @@ func (s *Service) conditional(tx *gorm.DB, t Take) (Taken, error) {
 			out.Refused[i] = ErrInsufficientStock
 		}
 	}
-	return out, s.ledger(tx, t, out.Refused)
+	return out, s.ledger(tx, t, wants, out.Refused)
 }
 
 // moveStock is the one stock write but the lab's read-modify-write: the
@@ -242,16 +244,9 @@ func moveStock(tx *gorm.DB, id, delta, fence int64) *gorm.DB {
 // before the transaction), compute, write the number back. Without a lock
 // (naive) concurrent buyers overwrite each other; with a lock but no fence
 // (lock) a holder paused past its TTL does.
-func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
-	if t.Seen == nil { // the strategy changed since Prepare (a lab switch)
-		seen, err := readProduct(tx, t.ProductID)
-		if err != nil {
-			return Taken{}, err
-		}
-		t.Seen = &seen
-	}
-	p := *t.Seen
-	refused, total := allocate(p.Stock, t.Wants)
+func (s *Service) readModifyWrite(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
+	p := *t.seen
+	refused, total := allocate(p.Stock, wants)
 	out := Taken{PriceCents: p.PriceCents, Refused: refused, SoldOut: p.Stock-total <= 0}
 	if total == 0 {
 		return out, nil
@@ -260,14 +255,14 @@ func (s *Service) readModifyWrite(tx *gorm.DB, t Take) (Taken, error) {
 	if err := tx.Exec("UPDATE products SET stock = ?, version = version + 1, updated_at = ? WHERE id = ?", left, dbx.Now(), t.ProductID).Error; err != nil {
 		return Taken{}, err
 	}
-	return out, s.ledger(tx, t, refused)
+	return out, s.ledger(tx, t, wants, refused)
 }
 
 // ledger appends one row per served want, in one INSERT.
-func (s *Service) ledger(tx *gorm.DB, t Take, refused []error) error {
-	rows := make([]LedgerRow, 0, len(t.Wants))
+func (s *Service) ledger(tx *gorm.DB, t *Take, wants []Want, refused []error) error {
+	rows := make([]LedgerRow, 0, len(wants))
 	now := dbx.Now()
-	for i, w := range t.Wants {
+	for i, w := range wants {
 		if refused[i] == nil {
 			no := w.OrderNo
 			rows = append(rows, LedgerRow{ProductID: t.ProductID, Delta: -w.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: t.Fence, CreatedAt: now})

@@ -180,13 +180,21 @@ func (s *Service) gateLease() time.Duration {
 	return max(time.Minute, 10*(s.cfg.LockWait+s.cfg.LockTTL))
 }
 
-// Admission is what Admit took for one order; Settle ends it.
+// Admission is Admit's answer for one order: the product's strategy,
+// resolved once for the request, and what the gate took; Guard deducts by
+// that strategy and Settle ends the hold.
 type Admission struct {
 	productID int64
 	orderNo   string
 	quantity  int64
+	strategy  string
 	gen       string // the hold's generation; "" = nothing held
 }
+
+// Locks reports whether the admitted want is deducted under the product
+// lock, which is what lets the wants of one product share a lock hold (the
+// lock-free lab strategies take none).
+func (a Admission) Locks() bool { return locks(a.strategy) }
 
 // Admit lets a want for order orderNo through the gate before it queues
 // for the product lock. It returns the admission (hand it to Settle once
@@ -195,8 +203,8 @@ type Admission struct {
 // is empty and the database agrees; ErrBusy when the gate is empty but
 // units are admitted and not committed yet.
 func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, quantity int64) (Admission, error) {
-	a := Admission{productID: productID, orderNo: orderNo, quantity: quantity}
-	if s.StrategyOf(productID) != RedisGate {
+	a := Admission{productID: productID, orderNo: orderNo, quantity: quantity, strategy: s.StrategyOf(productID)}
+	if a.strategy != RedisGate {
 		return a, nil
 	}
 	keys := s.gateKeys(productID)
@@ -235,13 +243,17 @@ func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, qu
 	return a, errors.New("inventory: gate could not be initialised")
 }
 
-// refusal is the error for a want the gate turned away.
+// refusal is the error for a want the gate turned away. A product found
+// sold out goes into the sold-out book here: no batch will see the empty row
+// (the one that took the last units wrote without reading it).
 func (s *Service) refusal(ctx context.Context, productID, quantity int64) error {
+	gen := s.soldOut.generation(productID)
 	p, err := s.Get(ctx, productID)
 	switch {
 	case err != nil:
 		return err
 	case p.Stock <= 0:
+		s.soldOut.learn(productID, gen, p.Version)
 		return ErrSoldOut
 	case p.Stock < quantity:
 		return ErrInsufficientStock
@@ -288,12 +300,10 @@ return -1
 // GateLevel reports, for the audit's Redis-vs-database check (R1), the
 // gate's counter and the units held for requests whose lease has not
 // ended, read at one instant; ok is false when there is no gate for the
-// product. Units in holds whose lease ended are in neither: until a reaper
-// brings them back they are lost.
+// product (a gate exists only while redis-gate deducts the product: a lab
+// switch retires it, see UseStrategy). Units in holds whose lease ended are
+// in neither: until a reaper brings them back they are lost.
 func (s *Service) GateLevel(ctx context.Context, id int64) (units, held int64, ok bool, err error) {
-	if s.StrategyOf(id) != RedisGate {
-		return 0, 0, false, nil
-	}
 	k := s.gateKeys(id)
 	r, err := gateLevelScript.Run(ctx, s.rdb, k[:3]).Int64Slice()
 	if err != nil {

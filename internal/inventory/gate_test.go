@@ -55,9 +55,9 @@ func r1(t *testing.T, f *fixture, s instance, id int64) []string {
 func commit(t *testing.T, s instance, id int64, no string, quantity int64) {
 	t.Helper()
 	ctx := context.Background()
-	err := s.Guard(ctx, id, func(ctx context.Context, fence int64) error {
+	err := s.Guard(ctx, s.Unadmitted(id), func(ctx context.Context, take *inventory.Take) error {
 		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-			taken, err := s.DeductTx(ctx, tx, inventory.Take{ProductID: id, Fence: fence, Wants: []inventory.Want{{OrderNo: no, Quantity: quantity}}})
+			taken, err := s.DeductTx(tx, take, []inventory.Want{{OrderNo: no, Quantity: quantity}})
 			if err != nil {
 				return err
 			}

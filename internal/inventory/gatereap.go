@@ -82,10 +82,11 @@ func (s *Service) reap(ctx context.Context, productID int64) (int64, error) {
 	return given, nil
 }
 
-// RunGateReaper reaps the gate holds whose lease ended, of every product
-// this instance deducts by redis-gate, every interval until ctx ends (0:
-// never; a refusal still reaps its product). Any instance may reap any
-// product: a reap is decided per hold, atomically, in Redis.
+// RunGateReaper reaps the gate holds whose lease ended, of every product,
+// every interval until ctx ends (0: never; a refusal still reaps its
+// product), while this instance deducts any product by redis-gate. Any
+// instance may reap any product: a reap is decided per hold, atomically, in
+// Redis, and a product without a gate has no holds.
 func (s *Service) RunGateReaper(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		return
@@ -104,7 +105,7 @@ func (s *Service) RunGateReaper(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// reapAll reaps every gated product once.
+// reapAll reaps every product once.
 func (s *Service) reapAll(ctx context.Context) error {
 	if !s.anyGated() {
 		return nil
@@ -115,9 +116,6 @@ func (s *Service) reapAll(ctx context.Context) error {
 			return err
 		}
 		for _, p := range ps {
-			if s.StrategyOf(p.ID) != RedisGate {
-				continue
-			}
 			if _, err := s.reap(ctx, p.ID); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ type Config struct {
 	LockTTL   time.Duration
 	LockWait  time.Duration
 	KeyPrefix string // Redis prefix for the gate counters and the stock-returned channel
+	// SoldOutRecheck is how long the sold-out book is trusted before one
+	// request re-reads the product row.
+	SoldOutRecheck time.Duration
 	// GateLease is how long the redis-gate strategy holds admitted units for
 	// their request before any instance may reap them; 0 = the default
 	// (see gateLease).
@@ -112,7 +116,8 @@ type Service struct {
 	log     *slog.Logger
 	metrics *Metrics
 
-	prices sync.Map // product id -> price in cents (a price never changes)
+	prices  sync.Map // product id -> price in cents (a price never changes)
+	soldOut *soldOutBook
 
 	labMu       sync.RWMutex
 	labStrategy map[int64]string // LAB: per-product override of cfg.Strategy
@@ -126,7 +131,7 @@ func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m}
+	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m, soldOut: newSoldOutBook(cfg.SoldOutRecheck)}
 }
 
 // Strategy is the deduction strategy in use.
@@ -280,21 +285,43 @@ func (s *Service) WithProductLock(ctx context.Context, productID int64, wait Loc
 	return s.locked(ctx, productID, wait, noLabPause, fn)
 }
 
-// Locks reports whether a strategy deducts under the product lock (the
+// locks reports whether a strategy deducts under the product lock (the
 // lock-free ones are lab strategies: naive and conditional).
-func Locks(strategy string) bool { return strategy != Naive && strategy != Conditional }
+func locks(strategy string) bool { return strategy != Naive && strategy != Conditional }
 
-// Guard runs fn the way productID's strategy guards a stock deduction
-// (fn calls DeductTx in its transaction): under the product lock for
-// lock-fence, lock and redis-gate, with fence the lock's fencing token; with
-// no lock at all, fence 0, for the lock-free lab strategies.
-func (s *Service) Guard(ctx context.Context, productID int64, fn func(ctx context.Context, fence int64) error) (err error) {
-	start, strategy := time.Now(), s.StrategyOf(productID)
-	defer func() { s.metrics.deducted(strategy, err, time.Since(start)) }()
-	if !Locks(strategy) {
-		return fn(ctx, 0)
+// Guard runs fn the way the admitted want's strategy guards a stock
+// deduction (fn calls DeductTx with t in its transaction): under the product
+// lock for lock-fence, lock and redis-gate, t.Fence the lock's fencing
+// token; with no lock at all, fence 0, for the lock-free lab strategies.
+// The wants of a batch share its first admission's strategy. A deduction
+// that left the product sold out, once committed and released, puts it in
+// the sold-out book.
+func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
+	start := time.Now()
+	soldOut := false
+	run := func(ctx context.Context, fence int64) error {
+		t := &Take{ProductID: a.productID, Fence: fence, strategy: a.strategy}
+		if err := s.prepare(ctx, t); err != nil {
+			return err
+		}
+		err := fn(ctx, t)
+		soldOut = err == nil && t.soldOut
+		return err
 	}
-	return s.locked(ctx, productID, WaitForLock, labPausable, fn)
+	var err error
+	if locks(a.strategy) {
+		err = s.locked(ctx, a.productID, WaitForLock, labPausable, run)
+	} else {
+		err = run(ctx, 0)
+	}
+	s.metrics.deducted(a.strategy, err, time.Since(start))
+	if err == nil && soldOut {
+		// After the release: reading the row should not keep the next
+		// batch waiting, and a return that commits after it bumps the
+		// book's generation.
+		s.learnSoldOut(ctx, a.productID)
+	}
+	return err
 }
 
 // labPause says whether the lab's pause after lock (PauseAfterLock) may
@@ -392,18 +419,30 @@ func sleep(ctx context.Context, d time.Duration) {
 // UseStrategy makes this instance deduct productID's stock by the named
 // strategy instead of the configured one ("" restores the default). It is a
 // LAB switch for the operator's side-by-side race: the same load against the
-// safe strategy and an unsafe one at once, each on its own product.
+// safe strategy and an unsafe one at once, each on its own product. A switch
+// into or out of redis-gate retires the product's gate counter: deductions
+// by another strategy do not keep it in step, so it is seeded afresh from
+// the database when redis-gate next needs it.
 func (s *Service) UseStrategy(productID int64, name string) {
 	s.labMu.Lock()
 	defer s.labMu.Unlock()
 	if s.labStrategy == nil {
 		s.labStrategy = map[int64]string{}
 	}
+	old, ok := s.labStrategy[productID]
+	if !ok {
+		old = s.cfg.Strategy
+	}
 	if name == "" {
 		delete(s.labStrategy, productID)
-		return
+	} else {
+		s.labStrategy[productID] = name
 	}
-	s.labStrategy[productID] = name
+	if now := cmp.Or(name, s.cfg.Strategy); now != old && (now == RedisGate || old == RedisGate) {
+		if err := s.rdb.Del(context.Background(), s.gateKey(productID)).Err(); err != nil {
+			s.log.Warn("LAB: gate counter not retired on a strategy switch", "product_id", productID, "err", err)
+		}
+	}
 }
 
 // StrategyOf is the strategy that deducts productID's stock here.

@@ -10,7 +10,7 @@ import (
 // sold-out state in every instance. The instance that returned the stock
 // PUBLISHes the product id on one channel after its commit, still under the
 // product lock; every instance (itself included) hears it through Follow.
-// A lost message (Redis restarting) is covered by the order book's own
+// A lost message (Redis restarting) is covered by the sold-out book's own
 // re-reading of the product row (SHOP_SOLD_OUT_CACHE).
 
 func (s *Service) returnsChannel() string { return s.cfg.KeyPrefix + "soldout:reset" }
@@ -20,15 +20,16 @@ func (s *Service) returnsChannel() string { return s.cfg.KeyPrefix + "soldout:re
 // again everywhere.
 func (s *Service) Returned(ctx context.Context, productID, quantity int64) {
 	ctx = context.WithoutCancel(ctx)
+	s.soldOut.forget(productID)
 	s.gateAdd(ctx, productID, quantity)
 	if err := s.rdb.Publish(ctx, s.returnsChannel(), strconv.FormatInt(productID, 10)).Err(); err != nil {
 		s.log.Warn("stock-returned message not published (instances re-read the product within SHOP_SOLD_OUT_CACHE)", "product_id", productID, "err", err)
 	}
 }
 
-// Follow calls returned with the id of every product whose stock came back
-// in any instance, until ctx ends; run it in its own goroutine.
-func (s *Service) Follow(ctx context.Context, returned func(productID int64)) {
+// Follow ends the sold-out state of every product whose stock came back in
+// any instance, until ctx ends; run it in its own goroutine.
+func (s *Service) Follow(ctx context.Context) {
 	for ctx.Err() == nil {
 		sub := s.rdb.Subscribe(ctx, s.returnsChannel())
 		ch := sub.Channel()
@@ -42,7 +43,7 @@ func (s *Service) Follow(ctx context.Context, returned func(productID int64)) {
 					break loop
 				}
 				if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
-					returned(id)
+					s.soldOut.forget(id)
 				}
 			}
 		}

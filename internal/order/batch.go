@@ -28,8 +28,9 @@ import (
 
 // request is one order waiting for its batch.
 type request struct {
-	o    Order // the order to create: number, user, product, quantity, kind, key, hash
-	done chan result
+	o        Order               // the order to create: number, user, product, quantity, kind, key, hash
+	admitted inventory.Admission // what inventory admitted it with (its strategy)
+	done     chan result
 	// deadline is the request's own (zero: none): its batch waits for the
 	// product lock no longer than its oldest request may still wait.
 	deadline time.Time
@@ -200,17 +201,14 @@ func earliestDeadline(batch []*request) (time.Time, bool) {
 // placeBatch is the flow of the seed, once for the whole batch: (the
 // processed marker was checked before queueing) -> lock -> check again (one
 // SELECT of the batch's order numbers) -> one transaction (stock, ledger,
-// orders) -> commit -> release. Stock is served in arrival order. ctx
-// bounds the wait for the lock and the reads before BEGIN; committed gets
-// the results as soon as the transaction committed.
+// orders) -> commit -> release. Stock is served in arrival order, by the
+// strategy of the batch's first admission. ctx bounds the wait for the lock
+// and the reads before BEGIN; committed gets the results as soon as the
+// transaction committed.
 func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request, committed func([]result)) []result {
 	res := make([]result, len(batch))
 	var soldOut bool
-	err := s.inv.Guard(ctx, productID, func(ctx context.Context, fence int64) error {
-		seen, err := s.inv.Prepare(ctx, productID, fence)
-		if err != nil {
-			return err
-		}
+	err := s.inv.Guard(ctx, batch[0].admitted, func(ctx context.Context, take *inventory.Take) error {
 		// Checked once before BEGIN; from here the fence (or, without a
 		// lock, the conditional update) guards the write. A hold lost or a
 		// deadline passed during COMMIT must not cancel it midway, or the
@@ -220,9 +218,10 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTxTimeout)
 		defer cancel()
+		var err error
 		for attempt := 1; ; attempt++ {
 			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
-				soldOut, err = s.commitTx(ctx, tx, inventory.Take{ProductID: productID, Fence: fence, Seen: seen}, batch, res)
+				soldOut, err = s.commitTx(tx, take, batch, res)
 				return err
 			})
 			// One retry layer: a deadlock victim, or a twin committed by a
@@ -239,7 +238,7 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		if err == nil && !soldOut {
 			// Answered now: the release that follows is a Redis call, slow
 			// in a failover. A batch that sold the product out answers once
-			// the book learned it (below), so its refused buyers' repeats
+			// the books learned it (below), so its refused buyers' repeats
 			// find it.
 			committed(res)
 		}
@@ -252,18 +251,17 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		return res
 	}
 	if soldOut {
-		// After the release: the book's one snapshot of the row and its
-		// buyers needs no lock (a stock return that commits after it
-		// bumps the book's generation), and reading every buyer should
-		// not keep the next batch waiting.
-		s.learnSoldOut(ctx, productID)
+		// Inventory put the product in its sold-out book (Guard, after
+		// the release); read the buyers once, so a repeat buyer is
+		// answered from memory.
+		s.learnBuyers(ctx, productID)
 	}
 	return res
 }
 
 // commitTx is one batch's transaction. It fills res and reports whether the
 // product is known to be sold out after it.
-func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take, batch []*request, res []result) (soldOut bool, err error) {
+func (s *Service) commitTx(tx *gorm.DB, take *inventory.Take, batch []*request, res []result) (soldOut bool, err error) {
 	first := make(map[string]int, len(batch)) // order number -> its first request in the batch
 	nos := make([]string, 0, len(batch))
 	for i, r := range batch {
@@ -300,8 +298,7 @@ func (s *Service) commitTx(ctx context.Context, tx *gorm.DB, take inventory.Take
 	var taken inventory.Taken
 	if len(wants) > 0 {
 		var err error
-		take.Wants = wants
-		if taken, err = s.inv.DeductTx(ctx, tx, take); err != nil {
+		if taken, err = s.inv.DeductTx(tx, take, wants); err != nil {
 			return false, err
 		}
 		if err := s.insert(tx, batch, asked, taken, res); err != nil {

@@ -65,9 +65,6 @@ type Config struct {
 	// orders can join it; 0 (the default) batches only what queued while
 	// the previous batch was in flight.
 	BatchWindow time.Duration
-	// SoldOutRecheck is how long the sold-out book is trusted before one
-	// request re-reads the product row.
-	SoldOutRecheck time.Duration
 	// UnpaidLimit caps the units one user may hold in pending orders
 	// (ErrUnpaidLimit beyond it); 0: no cap.
 	UnpaidLimit int64
@@ -86,25 +83,21 @@ type Service struct {
 	metrics *Metrics
 	bg      context.Context // batches run on it, not on a request's context
 	batches *coalescer
-	book    *soldOutBook
+	buyers  *buyerBook
 }
 
-// New builds the service. Run Follow to hear of stock returned in other
-// instances, and Wait before closing the database.
+// New builds the service. Run inventory's Follow to hear of stock returned
+// in other instances, and Wait before closing the database.
 func New(db *gorm.DB, inv *inventory.Service, markers *idem.Markers, cfg Config, m *Metrics, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.BatchMax = max(cfg.BatchMax, 1)
 	s := &Service{db: db, inv: inv, markers: markers, cfg: cfg, log: log, metrics: m,
-		bg: context.Background(), book: newSoldOutBook(cfg.SoldOutRecheck)}
+		bg: context.Background(), buyers: newBuyerBook()}
 	s.batches = newCoalescer(cfg.BatchMax, cfg.BatchWindow, s.runBatch)
 	return s
 }
-
-// Follow ends the sold-out state of products whose stock came back in any
-// instance, until ctx ends; run it in its own goroutine.
-func (s *Service) Follow(ctx context.Context) { s.inv.Follow(ctx, s.book.forget) }
 
 // Wait returns when no batch is running (call it after the HTTP server
 // stopped taking requests).
@@ -184,7 +177,7 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 		if !errors.Is(err, ErrNotFound) {
 			return Order{}, false, err
 		}
-		if s.soldOutEntry(ctx, productID) != nil {
+		if _, soldOut := s.inv.SoldOut(ctx, productID); soldOut {
 			s.metrics.fastPath()
 			return Order{}, false, inventory.ErrSoldOut
 		}
@@ -199,17 +192,16 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
 	admitted, err := s.inv.Admit(ctx, o.ProductID, o.OrderNo, o.Quantity)
 	if err != nil {
-		if errors.Is(err, inventory.ErrSoldOut) && s.book.get(o.ProductID) == nil {
-			// The gate refused: no batch will see the empty row (the one
-			// that took the last units wrote without reading it), so the
-			// book learns here. Its snapshot needs no lock.
-			s.learnSoldOut(ctx, o.ProductID)
+		if errors.Is(err, inventory.ErrSoldOut) {
+			// The gate refused on an empty row, which inventory now
+			// knows: read the buyers once, for the fast path.
+			s.learnBuyers(ctx, o.ProductID)
 		}
 		return Order{}, false, err
 	}
-	r := &request{o: o, done: make(chan result, 1)}
+	r := &request{o: o, admitted: admitted, done: make(chan result, 1)}
 	r.deadline, _ = ctx.Deadline()
-	coalesce := s.cfg.BatchMax > 1 && inventory.Locks(s.inv.StrategyOf(o.ProductID))
+	coalesce := s.cfg.BatchMax > 1 && admitted.Locks()
 	if !coalesce || !s.batches.submit(r) {
 		s.markAll(s.answerBatch(o.ProductID, []*request{r}))
 	}
@@ -336,7 +328,6 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string, wait inven
 		})
 		if err == nil && won {
 			// Committed, and still under the product lock.
-			s.book.forget(o.ProductID)
 			s.inv.Returned(ctx, o.ProductID, o.Quantity)
 		}
 		return err

@@ -34,8 +34,8 @@ type shop struct {
 
 func (f *fixture) shop(t *testing.T) shop {
 	t.Helper()
-	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.LockFence})
-	orders := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, SoldOutRecheck: time.Second}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.LockFence, SoldOutRecheck: time.Second})
+	orders := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64}, order.NewMetrics(prometheus.NewRegistry()), discard())
 	t.Cleanup(orders.Wait)
 	return shop{inv, orders}
 }

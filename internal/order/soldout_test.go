@@ -71,9 +71,9 @@ func TestSoldOutPathTouchesNothingAndSurvivesFlushall(t *testing.T) {
 	newShop := func() *order.Service {
 		locks := lockx.New(rdb, lockx.Options{Prefix: "lock:"})
 		t.Cleanup(func() { locks.Close() })
-		inv := inventory.New(db, locks, rdb, inventory.Config{Strategy: inventory.LockFence, LockTTL: 5 * time.Second, LockWait: 5 * time.Second},
+		inv := inventory.New(db, locks, rdb, inventory.Config{Strategy: inventory.LockFence, LockTTL: 5 * time.Second, LockWait: 5 * time.Second, SoldOutRecheck: time.Hour},
 			nil, discard())
-		s := order.New(db, inv, idem.NewMarkers(rdb, "done:", time.Hour), order.Config{BatchMax: 64, SoldOutRecheck: time.Hour},
+		s := order.New(db, inv, idem.NewMarkers(rdb, "done:", time.Hour), order.Config{BatchMax: 64},
 			order.NewMetrics(prometheus.NewRegistry()), discard())
 		t.Cleanup(s.Wait)
 		return s
@@ -136,7 +136,7 @@ func TestSoldOutEndsOnRestock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, b := f.shop(t), f.shop(t)
-	go a.orders.Follow(ctx)
+	go a.inv.Follow(ctx)
 	id := f.product(t, a, 1)
 	if _, _, err := a.orders.Seckill(ctx, 1, id); err != nil {
 		t.Fatal(err)
@@ -197,8 +197,8 @@ func TestSoldOutEndsOnRestock(t *testing.T) {
 func TestSoldOutLearnedFromGateRefusal(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.RedisGate})
-	s := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, SoldOutRecheck: time.Hour}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.RedisGate, SoldOutRecheck: time.Hour})
+	s := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64}, order.NewMetrics(prometheus.NewRegistry()), discard())
 	t.Cleanup(s.Wait)
 	ctx := context.Background()
 	id := f.Product(t, inv, 250, 2)
@@ -221,7 +221,8 @@ func TestSoldOutLearnedFromGateRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.deleteKeys(t)
-	fresh := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, SoldOutRecheck: time.Hour}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	freshInv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.RedisGate, SoldOutRecheck: time.Hour})
+	fresh := order.New(f.DB, freshInv, f.Markers(), order.Config{BatchMax: 64}, order.NewMetrics(prometheus.NewRegistry()), discard())
 	t.Cleanup(fresh.Wait)
 	again, created, err := fresh.Seckill(ctx, 1, id)
 	if err != nil || created || again.OrderNo != first.OrderNo {

@@ -1,0 +1,7 @@
+package inventory
+
+// Unadmitted is an admission that took nothing from the gate, for tests
+// that write a want the way a batch does without touching the gate.
+func (s *Service) Unadmitted(productID int64) Admission {
+	return Admission{productID: productID, strategy: s.StrategyOf(productID)}
+}

@@ -1,0 +1,136 @@
+package order
+
+import (
+	"context"
+	"sync"
+
+	"github.com/seckill-lab/shop/internal/inventory"
+)
+
+// The buyers book is order's half of the sold-out fast path. Inventory
+// knows which products are sold out, and at which version of their row;
+// for each of those this instance reads the product's seckill buyers
+// (user -> order number) from the orders table once per version. A refusal
+// is then a map lookup, and a repeat buyer one point read of its order: no
+// Redis, no lock, no stock row.
+//
+// The buyers are read after inventory read the empty row, so every order
+// of that version is among them (its order committed with its stock); a
+// buyer of a later sale found as well is a real buyer all the same.
+
+type buyerBook struct {
+	mu       sync.RWMutex
+	products map[int64]*buyerList
+}
+
+// buyerList is the seckill buyers of one product sold out at version.
+type buyerList struct {
+	version int64
+	ready   chan struct{} // closed once the list is read (or failed)
+	byUser  map[int64]string
+	ok      bool // read in full
+}
+
+func newBuyerBook() *buyerBook { return &buyerBook{products: map[int64]*buyerList{}} }
+
+// SoldOutKnown reports whether this instance answers a seckill order for
+// productID from memory (the sold-out fast path): 409 sold_out, or the
+// buyer's existing order. Such answers stay cheap and are not rate limited.
+func (s *Service) SoldOutKnown(ctx context.Context, productID int64) bool {
+	_, soldOut := s.inv.SoldOut(ctx, productID)
+	return soldOut
+}
+
+// fromBook answers a seckill request from the sold-out fast path: answered
+// is false when the product is not known to be sold out, or its buyers
+// could not be read (the request then takes the locked path).
+func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Order, answered bool, err error) {
+	version, soldOut := s.inv.SoldOut(ctx, productID)
+	if !soldOut {
+		return Order{}, false, nil
+	}
+	l := s.buyersOf(ctx, productID, version)
+	if l == nil {
+		return Order{}, false, nil
+	}
+	no, bought := l.byUser[userID]
+	if !bought {
+		s.metrics.fastPath()
+		return Order{}, true, inventory.ErrSoldOut
+	}
+	o, err = s.byNo(ctx, no)
+	if err == nil {
+		s.metrics.replayed(KindSeckill)
+	}
+	return o, true, err
+}
+
+// learnBuyers reads the buyers of a product inventory just found sold out.
+func (s *Service) learnBuyers(ctx context.Context, productID int64) {
+	if version, soldOut := s.inv.SoldOut(ctx, productID); soldOut {
+		s.buyersOf(ctx, productID, version)
+	}
+}
+
+// buyersOf is the buyer list of productID sold out at version, read by one
+// request while the others wait for it; nil when it could not be read (the
+// next request tries again).
+func (s *Service) buyersOf(ctx context.Context, productID, version int64) *buyerList {
+	b := s.buyers
+	b.mu.RLock()
+	l := b.products[productID]
+	b.mu.RUnlock()
+	if l == nil || l.version != version {
+		b.mu.Lock()
+		if l = b.products[productID]; l == nil || l.version != version {
+			l = &buyerList{version: version, ready: make(chan struct{})}
+			b.products[productID] = l
+			b.mu.Unlock()
+			s.readBuyers(ctx, productID, l)
+		} else {
+			b.mu.Unlock()
+		}
+	}
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	if !l.ok {
+		return nil
+	}
+	return l
+}
+
+// readBuyers fills l from the orders table and closes its ready channel.
+func (s *Service) readBuyers(ctx context.Context, productID int64, l *buyerList) {
+	defer close(l.ready)
+	byUser := map[int64]string{}
+	err := func() error {
+		rows, err := s.db.WithContext(context.WithoutCancel(ctx)).Model(&Order{}).Select("user_id, order_no").
+			Where("product_id = ? AND kind = ?", productID, KindSeckill).Rows()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var uid int64
+			var no string
+			if err := rows.Scan(&uid, &no); err != nil {
+				return err
+			}
+			byUser[uid] = no
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		s.log.Warn("sold-out buyers not read (buyers take the locked path)", "product_id", productID, "err", err)
+		s.buyers.mu.Lock()
+		if s.buyers.products[productID] == l {
+			delete(s.buyers.products, productID)
+		}
+		s.buyers.mu.Unlock()
+		return
+	}
+	l.byUser, l.ok = byUser, true
+}
