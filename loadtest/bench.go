@@ -105,16 +105,19 @@ type benchSample struct {
 
 // benchRate is a closed-loop load's answers.
 type benchRate struct {
-	Clients  int            `json:"clients"`
-	Requests int            `json:"requests"` // sent in the measured window
-	Sent     int            `json:"sent"`     // sent in all, warm-up included
-	Seconds  float64        `json:"seconds"`
-	PerSec   float64        `json:"per_s"` // answers with the expected status per second
-	P50      time.Duration  `json:"p50_ns"`
-	P90      time.Duration  `json:"p90_ns"`
-	P99      time.Duration  `json:"p99_ns"`
-	Max      time.Duration  `json:"max_ns"`
-	Answers  map[string]int `json:"answers"`
+	Clients  int `json:"clients"`
+	Requests int `json:"requests"` // sent in the measured window
+	Sent     int `json:"sent"`     // sent in all, warm-up included
+	// Unanswered counts the clients that got no answer to any request
+	// (one that never got to send counts too).
+	Unanswered int            `json:"clients_without_answer"`
+	Seconds    float64        `json:"seconds"`
+	PerSec     float64        `json:"per_s"` // answers with the expected status per second
+	P50        time.Duration  `json:"p50_ns"`
+	P90        time.Duration  `json:"p90_ns"`
+	P99        time.Duration  `json:"p99_ns"`
+	Max        time.Duration  `json:"max_ns"`
+	Answers    map[string]int `json:"answers"`
 }
 
 // benchOneUnit is the product with one unit that the refusal and memory

@@ -164,21 +164,32 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 	tr := benchTransport(clients, cmp.Or(l.timeout, 30*time.Second))
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
-	start := time.Now()
-	t0, t1 := start.Add(warmup), start.Add(warmup+d)
+	// Every client is started and parked before the clock starts, so that
+	// thousands of them begin together rather than as the scheduler gets
+	// to them behind the ones already looping.
 	results := make([]benchClientResult, clients)
+	var t0, t1 time.Time
+	begin := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Go(func() {
-			results[i] = l.client(ctx, hc, l.ranks(targets, i), bearer, t0, t1)
+			ranked := l.ranks(targets, i)
+			<-begin
+			results[i] = l.client(ctx, hc, ranked, bearer, t0, t1)
 		})
 	}
+	start := time.Now()
+	t0, t1 = start.Add(warmup), start.Add(warmup+d)
+	close(begin)
 	wg.Wait()
 	var lat []uint32
 	for _, r := range results {
 		lat = append(lat, r.lat...)
 		out.Requests += r.requests
 		out.Sent += r.sent
+		if !r.answered {
+			out.Unanswered++
+		}
 		for k, v := range r.answers {
 			out.Answers[k] += v
 		}
@@ -205,6 +216,7 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 type benchClientResult struct {
 	lat      []uint32 // microseconds, requests started in the window
 	requests int      // started in the window
+	answered bool     // at least one request got an answer
 	sent     int
 	answers  map[string]int
 	err      error
@@ -237,6 +249,7 @@ func (l benchLoad) client(ctx context.Context, hc *http.Client, ranked []*url.UR
 		req := &http.Request{Method: l.method, URL: u, Host: u.Host, Header: hdr, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 		status, code, err := roundTrip(hc, req, buf)
 		res.sent++
+		res.answered = res.answered || status != 0
 		if !start.Before(t0) {
 			res.requests++
 			res.lat = append(res.lat, uint32(min(time.Since(start).Microseconds(), 1<<32-1)))

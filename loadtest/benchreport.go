@@ -56,6 +56,10 @@ func benchTargets(br *benchReport) []benchTarget {
 		}
 	}
 	add("requests without an answer, every phase", "0", "", float64(total), total == 0, strings.Join(silent, "; "))
+	if m := br.Memory; m.Load.Clients > 0 {
+		add(fmt.Sprintf("clients without any answer, %d connections", m.Clients), "0", "", float64(m.Load.Unanswered), m.Load.Unanswered == 0,
+			fmt.Sprintf("%d of %d", m.Load.Unanswered, m.Clients))
+	}
 	if m := br.Memory; m.Load.Requests > 0 {
 		slowest := m.Load.Max.Seconds()
 		add(fmt.Sprintf("slowest answer, %d connections", m.Clients), "<= 5 s", "s", slowest, slowest <= 5, fmt.Sprintf("%.1f s over", slowest-5))
@@ -118,7 +122,7 @@ func writeBench(w io.Writer, br *benchReport) {
 	if m := br.Memory; m.Load.Requests > 0 {
 		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s, slowest %s; shop connection cap %s\n",
 			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, ms(m.Load.P99), ms(m.Load.Max), m.MaxConns)
-		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", answersText(m.Load.Answers), m.Load.Answers["no answer"])
+		fmt.Fprintf(w, "          answers: %s; no answer: %d; clients without any answer: %d of %d\n", answersText(m.Load.Answers), m.Load.Answers["no answer"], m.Load.Unanswered, m.Clients)
 	}
 	for _, t := range br.Targets {
 		verdict := "met"
