@@ -131,14 +131,23 @@ func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, 
 		// answer), or a redis-gate refused before any batch looked for the
 		// order (a repeat whose marker Redis lost): a buyer's repeat still
 		// gets its order, by one point read on the unique index. Once the
-		// sold-out book knows the product, refusals stop coming here.
-		if prev, err2 := s.byNo(context.WithoutCancel(ctx), no); err2 == nil {
+		// sold-out book knows the product, refusals stop coming here. The
+		// read may outlive the request's deadline (a busy answer is often
+		// that deadline), but briefly: the client is owed its answer.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackReadTimeout)
+		prev, err2 := s.byNo(rctx, no)
+		cancel()
+		if err2 == nil {
 			s.metrics.replayed(KindSeckill)
 			return prev, false, nil
 		}
 	}
 	return o, created, err
 }
+
+// fallbackReadTimeout bounds Seckill's look-up of a repeat's order after its
+// batch failed.
+const fallbackReadTimeout = 500 * time.Millisecond
 
 // fromMarker answers a repeat whose processed marker is in Redis. A marker
 // that cannot be read is no answer: the batch's own check decides.
