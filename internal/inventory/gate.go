@@ -234,13 +234,30 @@ func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, qu
 			return a, s.refusal(ctx, productID, quantity)
 		}
 		// Not initialised (first use, or Redis lost it): seed from the database.
-		p, err := s.Get(ctx, productID)
-		if err != nil {
+		if err := s.seedGate(ctx, productID); err != nil {
 			return a, err
 		}
-		s.rdb.SetNX(ctx, keys[0], p.Stock, 0)
 	}
 	return a, errors.New("inventory: gate could not be initialised")
+}
+
+// seedGate sets an absent gate to the product's stock. It reads the row and
+// sets the gate under the product lock: stock that comes back (a restock, a
+// return) is added to the gate under that lock after its commit, and finds
+// no gate to add to before the seed, so a return committed between an
+// unlocked read and the seed would be missing from the gate for good, its
+// buyers told busy.
+func (s *Service) seedGate(ctx context.Context, productID int64) error {
+	return s.locked(ctx, productID, WaitForLock, noLabPause, func(ctx context.Context, _ int64) error {
+		p, err := s.Get(ctx, productID)
+		if err != nil {
+			return err
+		}
+		if s.seeding != nil {
+			s.seeding()
+		}
+		return s.rdb.SetNX(ctx, s.gateKey(productID), p.Stock, 0).Err()
+	})
 }
 
 // refusal is the error for a want the gate turned away. A product found

@@ -270,3 +270,38 @@ func TestAuditFlagsUnitsLostWithoutHold(t *testing.T) {
 		t.Errorf("R1 with the gate one above the database: %v; want 1 too many", v)
 	}
 }
+
+// TestGateSeedRacingRestock: a restock that commits while a gate is being
+// seeded from the database must end up in the gate. A restock adds to the
+// gate only when it exists, so one that committed between the seed's read
+// and its write would be missing from the gate for good: buyers told busy
+// while the database has stock. The seed holds the product lock, so the
+// restock waits for it (here it gives up, busy, and is sent again).
+func TestGateSeedRacingRestock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	seeder := f.gated(t)
+	restocker := f.service(t, inventory.Config{Strategy: inventory.RedisGate, GateLease: testLease, LockWait: 200 * time.Millisecond})
+	id := f.product(t, seeder, 1)
+	ctx := context.Background()
+	var first error
+	seeder.PauseSeeding(func() { _, _, first = restocker.Restock(ctx, id, 5, "seed-race", "") })
+	if _, err := seeder.Admit(ctx, id, "buyer-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if first != nil {
+		if !errors.Is(first, inventory.ErrBusy) {
+			t.Fatalf("restock during the seed: %v, want success or ErrBusy", first)
+		}
+		if _, _, err := restocker.Restock(ctx, id, 5, "seed-race", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stock, _, _ := f.state(t, id)
+	if u, h := level(t, seeder, id); u+h != stock {
+		t.Fatalf("gate %d + held %d = %d, database stock %d: the restock is missing from the gate", u, h, u+h, stock)
+	}
+	if _, err := seeder.Admit(ctx, id, "buyer-2", 5); err != nil {
+		t.Errorf("a buyer of the restocked units: %v, want admitted", err)
+	}
+}

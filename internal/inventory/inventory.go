@@ -119,6 +119,8 @@ type Service struct {
 	prices  sync.Map // product id -> price in cents (a price never changes)
 	soldOut *soldOutBook
 
+	seeding func() // a test's pause between seedGate's read and its write
+
 	labMu       sync.RWMutex
 	labStrategy map[int64]string // LAB: per-product override of cfg.Strategy
 }
@@ -256,14 +258,27 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 	return out, replayed, err
 }
 
-// ReturnTx gives an order's stock back inside the caller's transaction
-// (the order's guarded cancel). The unique (order_no, reason) index makes a
-// second return fail, so stock comes back exactly once.
-func (s *Service) ReturnTx(tx *gorm.DB, productID, quantity int64, orderNo string) error {
-	if err := tx.Create(&LedgerRow{ProductID: productID, Delta: quantity, Reason: ReasonCancel, OrderNo: &orderNo, CreatedAt: dbx.Now()}).Error; err != nil {
-		return fmt.Errorf("return stock of %s: %w", orderNo, err)
+// ReturnTx gives the stock of cancelled orders of productID back inside the
+// caller's transaction (the orders' guarded cancel): one ledger row per
+// order, in one INSERT, and one stock update. The unique (order_no, reason)
+// index makes a second return of an order fail, so stock comes back exactly
+// once.
+func (s *Service) ReturnTx(tx *gorm.DB, productID int64, returns []Want) error {
+	if len(returns) == 0 {
+		return nil
 	}
-	return moveStock(tx, productID, quantity, 0).Error
+	rows := make([]LedgerRow, len(returns))
+	var units int64
+	now := dbx.Now()
+	for i, w := range returns {
+		no := w.OrderNo
+		rows[i] = LedgerRow{ProductID: productID, Delta: w.Quantity, Reason: ReasonCancel, OrderNo: &no, CreatedAt: now}
+		units += w.Quantity
+	}
+	if err := tx.Create(&rows).Error; err != nil {
+		return fmt.Errorf("return stock of %d orders of product %d: %w", len(rows), productID, err)
+	}
+	return moveStock(tx, productID, units, 0).Error
 }
 
 // LockWait says how a caller waits for a product lock.

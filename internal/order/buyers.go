@@ -1,7 +1,9 @@
 package order
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/seckill-lab/shop/internal/inventory"
@@ -17,6 +19,11 @@ import (
 // The buyers are read after inventory read the empty row, so every order
 // of that version is among them (its order committed with its stock); a
 // buyer of a later sale found as well is a real buyer all the same.
+//
+// A list holds at most Config.SoldOutBuyers buyers. A product sold to more
+// keeps that many, and a user not on its list is looked up by the order
+// number only this user can have: one point read on the unique index, no
+// Redis, no lock.
 
 type buyerBook struct {
 	mu       sync.RWMutex
@@ -28,8 +35,12 @@ type buyerList struct {
 	version int64
 	ready   chan struct{} // closed once the list is read (or failed)
 	byUser  map[int64]string
-	ok      bool // read in full
+	partial bool // more buyers than the list holds: the database answers for the rest
+	ok      bool // read
 }
+
+// defaultSoldOutBuyers bounds a product's buyer list when Config leaves it 0.
+const defaultSoldOutBuyers = 100_000
 
 func newBuyerBook() *buyerBook { return &buyerBook{products: map[int64]*buyerList{}} }
 
@@ -54,6 +65,16 @@ func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Orde
 		return Order{}, false, nil
 	}
 	no, bought := l.byUser[userID]
+	if !bought && l.partial {
+		o, err = s.byNo(ctx, SeckillNo(userID, productID))
+		switch {
+		case err == nil:
+			s.metrics.replayed(KindSeckill)
+			return o, true, nil
+		case !errors.Is(err, ErrNotFound):
+			return Order{}, false, nil // the locked path decides
+		}
+	}
 	if !bought {
 		s.metrics.fastPath()
 		return Order{}, true, inventory.ErrSoldOut
@@ -105,10 +126,12 @@ func (s *Service) buyersOf(ctx context.Context, productID, version int64) *buyer
 // readBuyers fills l from the orders table and closes its ready channel.
 func (s *Service) readBuyers(ctx context.Context, productID int64, l *buyerList) {
 	defer close(l.ready)
+	limit := cmp.Or(s.cfg.SoldOutBuyers, defaultSoldOutBuyers)
 	byUser := map[int64]string{}
+	partial := false
 	err := func() error {
 		rows, err := s.db.WithContext(context.WithoutCancel(ctx)).Model(&Order{}).Select("user_id, order_no").
-			Where("product_id = ? AND kind = ?", productID, KindSeckill).Rows()
+			Where("product_id = ? AND kind = ?", productID, KindSeckill).Limit(limit + 1).Rows()
 		if err != nil {
 			return err
 		}
@@ -118,6 +141,10 @@ func (s *Service) readBuyers(ctx context.Context, productID int64, l *buyerList)
 			var no string
 			if err := rows.Scan(&uid, &no); err != nil {
 				return err
+			}
+			if len(byUser) == limit {
+				partial = true
+				break
 			}
 			byUser[uid] = no
 		}
@@ -132,5 +159,5 @@ func (s *Service) readBuyers(ctx context.Context, productID int64, l *buyerList)
 		s.buyers.mu.Unlock()
 		return
 	}
-	l.byUser, l.ok = byUser, true
+	l.byUser, l.partial, l.ok = byUser, partial, true
 }

@@ -38,9 +38,9 @@ func (m *Metrics) replayed(kind string) {
 	}
 }
 
-func (m *Metrics) cancelled(reason string) {
-	if m != nil {
-		m.cancelledTotal.WithLabelValues(reason).Inc()
+func (m *Metrics) cancelled(reason string, n int) {
+	if m != nil && n > 0 {
+		m.cancelledTotal.WithLabelValues(reason).Add(float64(n))
 	}
 }
 

@@ -65,6 +65,9 @@ type Config struct {
 	// orders can join it; 0 (the default) batches only what queued while
 	// the previous batch was in flight.
 	BatchWindow time.Duration
+	// SoldOutBuyers caps the buyers a sold-out product's list keeps in
+	// memory (0: 100,000); the database answers for the others.
+	SoldOutBuyers int
 	// UnpaidLimit caps the units one user may hold in pending orders
 	// (ErrUnpaidLimit beyond it); 0: no cap.
 	UnpaidLimit int64
@@ -293,10 +296,10 @@ func (s *Service) Cancel(ctx context.Context, userID int64, no string) (Order, e
 	return o, err
 }
 
-// cancel moves o to cancelled with a guarded update and returns its stock in
-// the same transaction, under the product lock. won reports whether this
-// call made the transition (false: someone else already had). wait says
-// whether to give up at once when the product lock is taken (ErrBusy).
+// cancel moves o to cancelled and returns its stock (cancelPending). won
+// reports whether this call made the transition (false: someone else
+// already had). wait says whether to give up at once when the product lock
+// is taken (ErrBusy).
 func (s *Service) cancel(ctx context.Context, o Order, reason string, wait inventory.LockWait) (out Order, won bool, err error) {
 	switch o.Status {
 	case StatusCancelled:
@@ -304,47 +307,79 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string, wait inven
 	case StatusPaid:
 		return o, false, ErrInvalidState
 	}
-	err = s.inv.WithProductLock(ctx, o.ProductID, wait, func(ctx context.Context, _ int64) error {
+	done, err := s.cancelPending(ctx, o.ProductID, []string{o.OrderNo}, reason, wait)
+	if err != nil {
+		return o, false, err
+	}
+	if len(done) == 1 {
+		return done[0], true, nil
+	}
+	// No longer pending: decide by re-reading, never by assuming (both
+	// other states are final).
+	if o, err = s.byNo(ctx, o.OrderNo); err != nil {
+		return o, false, err
+	}
+	if o.Status == StatusPaid {
+		return o, false, ErrInvalidState
+	}
+	return o, false, nil
+}
+
+// cancelPending cancels those of the orders nos (all of productID) still
+// pending, in ONE transaction under the product lock, and gives their stock
+// back in it. It locks the rows still pending (a payment racing it waits,
+// then finds its order cancelled and changes nothing; a payment that
+// committed first leaves its order out), moves exactly those to cancelled
+// with one guarded UPDATE, and returns their units with one ledger INSERT
+// and one stock UPDATE. It returns the orders it cancelled, as committed.
+func (s *Service) cancelPending(ctx context.Context, productID int64, nos []string, reason string, wait inventory.LockWait) (done []Order, err error) {
+	err = s.inv.WithProductLock(ctx, productID, wait, func(ctx context.Context, _ int64) error {
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-			won = false
-			now := dbx.Now()
-			for range 5 {
-				res := tx.Model(&Order{}).Where("order_no = ? AND status = ? AND version = ?", o.OrderNo, StatusPending, o.Version).
-					Updates(map[string]any{"status": StatusCancelled, "cancelled_at": now, "updated_at": now, "version": gorm.Expr("version + 1")})
-				if res.Error != nil {
-					return res.Error
-				}
-				if res.RowsAffected == 1 {
-					won = true
-					if err := s.inv.ReturnTx(tx, o.ProductID, o.Quantity, o.OrderNo); err != nil {
-						return err
-					}
-					return tx.Where("order_no = ?", o.OrderNo).Take(&out).Error
-				}
-				// 0 rows: decide by re-reading, never by assuming.
-				if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no = ?", o.OrderNo).Take(&o).Error; err != nil {
-					return err
-				}
-				switch o.Status {
-				case StatusCancelled:
-					out = o
-					return nil
-				case StatusPaid:
-					return ErrInvalidState
-				}
+			done = nil
+			var pending []Order
+			if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no IN ? AND status = ?", nos, StatusPending).
+				Order("order_no").Find(&pending).Error; err != nil {
+				return err
 			}
-			return fmt.Errorf("order %s: version kept moving", o.OrderNo)
+			if len(pending) == 0 {
+				return nil
+			}
+			claimed := make([]string, len(pending))
+			returns := make([]inventory.Want, len(pending))
+			for i, o := range pending {
+				claimed[i] = o.OrderNo
+				returns[i] = inventory.Want{OrderNo: o.OrderNo, Quantity: o.Quantity}
+			}
+			now := dbx.Now()
+			res := tx.Model(&Order{}).Where("order_no IN ? AND status = ?", claimed, StatusPending).
+				Updates(map[string]any{"status": StatusCancelled, "cancelled_at": now, "updated_at": now, "version": gorm.Expr("version + 1")})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != int64(len(claimed)) {
+				// One moved under us (a writer that took no row lock):
+				// roll back, and a later attempt decides by re-reading.
+				return fmt.Errorf("%w: orders of product %d moved while being cancelled", inventory.ErrBusy, productID)
+			}
+			if err := s.inv.ReturnTx(tx, productID, returns); err != nil {
+				return err
+			}
+			return tx.Where("order_no IN ?", claimed).Order("order_no").Find(&done).Error
 		})
-		if err == nil && won {
+		if err == nil && len(done) > 0 {
 			// Committed, and still under the product lock.
-			s.inv.Returned(ctx, o.ProductID, o.Quantity)
+			var units int64
+			for _, o := range done {
+				units += o.Quantity
+			}
+			s.inv.Returned(ctx, productID, units)
 		}
 		return err
 	})
-	if err == nil && won {
-		s.metrics.cancelled(reason)
+	if err == nil {
+		s.metrics.cancelled(reason, len(done))
 	}
-	return out, won, err
+	return done, err
 }
 
 // MarkPaidTx moves a pending order to paid inside the caller's transaction

@@ -11,8 +11,9 @@ import (
 )
 
 // Sweep cancels up to batch pending orders older than timeout, oldest
-// first, and returns how many this call cancelled. Every instance may sweep
-// at once: each order is claimed by its guarded update, so it is cancelled,
+// first, and returns how many this call cancelled: the due orders of one
+// product in one transaction (cancelPending). Every instance may sweep at
+// once: each order is claimed by its guarded update, so it is cancelled,
 // and its stock returned, exactly once.
 //
 // The product lock is tried once: buyers go first, and a product whose lock
@@ -38,19 +39,18 @@ func (s *Service) Sweep(ctx context.Context, timeout time.Duration, batch int) (
 		if len(due) == 0 {
 			return n, nil
 		}
-		for _, o := range due {
-			if slices.Contains(busy, o.ProductID) {
+		for _, p := range byProduct(due) {
+			if slices.Contains(busy, p.id) {
 				continue
 			}
-			_, won, err := s.cancel(ctx, o, "timeout", inventory.TryOnce)
+			// One transaction per product; an order paid meanwhile is
+			// left out (the payment won).
+			done, err := s.cancelPending(ctx, p.id, p.nos, "timeout", inventory.TryOnce)
 			switch {
 			case err == nil:
-				if won {
-					n++
-				}
-			case errors.Is(err, ErrInvalidState): // paid meanwhile: the payment won
+				n += len(done)
 			case errors.Is(err, inventory.ErrBusy):
-				busy = append(busy, o.ProductID)
+				busy = append(busy, p.id)
 			default:
 				return n, err
 			}
@@ -85,4 +85,27 @@ func (s *Service) RunSweeper(ctx context.Context, interval, timeout time.Duratio
 			}
 		}
 	}
+}
+
+// productOrders are the order numbers of one product's due orders.
+type productOrders struct {
+	id  int64
+	nos []string
+}
+
+// byProduct groups orders by product, the products in the order of their
+// first order (the oldest, for the sweeper).
+func byProduct(orders []Order) []productOrders {
+	var out []productOrders
+	at := map[int64]int{}
+	for _, o := range orders {
+		i, ok := at[o.ProductID]
+		if !ok {
+			i = len(out)
+			at[o.ProductID] = i
+			out = append(out, productOrders{id: o.ProductID})
+		}
+		out[i].nos = append(out[i].nos, o.OrderNo)
+	}
+	return out
 }
