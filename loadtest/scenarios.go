@@ -559,6 +559,10 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 	}{
 		{"naive", inventory.Naive, nil, false},
 		{"lock (pause > TTL)", inventory.Lock, pause, false},
+		// The two differences between lock and lock-fence one at a time:
+		// the conditional decrement without the fence keeps the stock
+		// exact, the paused holder's late write still counts (L2).
+		{"lock-conditional (pause > TTL)", inventory.LockConditional, pause, false},
 		{"lock-fence (pause > TTL)", inventory.LockFence, pause, true},
 		{"conditional", inventory.Conditional, nil, false},
 		{"redis-gate", inventory.RedisGate, nil, false},

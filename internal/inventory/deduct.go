@@ -21,8 +21,8 @@ type Want struct {
 // its fn for DeductTx.
 type Take struct {
 	ProductID int64
-	// Fence is the product lock's fencing token; 0 = none.
-	Fence int64
+	// Fence is the product lock's fencing token; zero = none.
+	Fence Fence
 
 	strategy string   // the admission's, resolved once per request
 	seen     *Product // prepare's read, for the read-modify-write lab strategies
@@ -48,7 +48,7 @@ func (s *Service) prepare(ctx context.Context, t *Take) error {
 			return err
 		}
 		t.seen = &p
-		if t.Fence > 0 {
+		if t.Fence.Number > 0 {
 			s.labPause(ctx)
 		}
 		if t.strategy == Naive {
@@ -56,7 +56,7 @@ func (s *Service) prepare(ctx context.Context, t *Take) error {
 		}
 		return nil
 	}
-	if t.Fence > 0 {
+	if t.Fence.Number > 0 {
 		s.labPause(ctx)
 	}
 	return nil
@@ -99,6 +99,9 @@ func (t Taken) Granted() int {
 //
 //   - lock-fence, redis-gate: one fenced conditional UPDATE for the whole
 //     batch; a holder whose lease ran out writes nothing (errStaleFence).
+//   - lock-conditional (LAB): the same UPDATE without the fence, so a
+//     holder whose lease ran out still writes (the conditional decrement
+//     keeps the stock exact all the same).
 //   - conditional: one guarded UPDATE per want, no lock.
 //   - lock, naive (LAB, unsafe): read, compute, write the number back.
 //
@@ -109,8 +112,10 @@ func (s *Service) DeductTx(tx *gorm.DB, t *Take, wants []Want) (taken Taken, err
 		taken, err = s.readModifyWrite(tx, t, wants)
 	case Conditional:
 		taken, err = s.conditional(tx, t, wants)
+	case LockConditional:
+		taken, err = s.fenced(tx, t, wants, Fence{})
 	default:
-		taken, err = s.fenced(tx, t, wants)
+		taken, err = s.fenced(tx, t, wants, t.Fence)
 	}
 	t.soldOut = err == nil && taken.SoldOut
 	return taken, err
@@ -133,19 +138,21 @@ func allocate(stock int64, wants []Want) (refused []error, total int64) {
 	return refused, total
 }
 
-// fenced is the safe strategy's write. The row is read with a locking read
-// (MySQL: FOR UPDATE, so it is the latest committed row, not the
-// transaction's snapshot); the UPDATE repeats both conditions, so the
-// database stays the last line of defence even if the read were wrong.
-func (s *Service) fenced(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
-	if out, ok, err := s.fencedWhole(tx, t, wants); ok || err != nil {
+// fenced is the safe strategy's write, checked against fence (t.Fence; the
+// zero Fence for lock-conditional, whose ledger rows still record t.Fence).
+// The row is read with a locking read (MySQL: FOR UPDATE, so it is the
+// latest committed row, not the transaction's snapshot); the UPDATE repeats
+// both conditions, so the database stays the last line of defence even if
+// the read were wrong.
+func (s *Service) fenced(tx *gorm.DB, t *Take, wants []Want, fence Fence) (Taken, error) {
+	if out, ok, err := s.fencedWhole(tx, t, wants, fence); ok || err != nil {
 		return out, err
 	}
 	p, err := readProduct(tx.Clauses(clause.Locking{Strength: "UPDATE"}), t.ProductID)
 	if err != nil {
 		return Taken{}, err
 	}
-	if t.Fence > 0 && p.Fence > t.Fence {
+	if p.refuses(fence) {
 		return Taken{}, errStaleFence
 	}
 	s.prices.Store(p.ID, p.PriceCents)
@@ -154,14 +161,14 @@ func (s *Service) fenced(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
 	if total == 0 {
 		return out, nil
 	}
-	res := moveStock(tx, t.ProductID, -total, t.Fence)
+	res := moveStock(tx, t.ProductID, -total, fence)
 	if res.Error != nil {
 		return Taken{}, res.Error
 	}
 	if res.RowsAffected != 1 {
 		// The row moved between the locking read and the write (SQLite has
 		// no row lock; a writer that holds no lock): decide by re-reading.
-		if now, err := readProduct(tx, t.ProductID); err == nil && t.Fence > 0 && now.Fence > t.Fence {
+		if now, err := readProduct(tx, t.ProductID); err == nil && now.refuses(fence) {
 			return Taken{}, errStaleFence
 		}
 		return Taken{}, ErrBusy
@@ -173,18 +180,18 @@ func (s *Service) fenced(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
 // fits. One fenced conditional UPDATE for all of it, no read first (the
 // price, which never changes, is remembered from an earlier read). ok is
 // false when the product's price is not known yet, or the UPDATE matched no
-// row (not enough stock for all, or a newer fence): the caller then reads
-// the row and decides want by want.
-func (s *Service) fencedWhole(tx *gorm.DB, t *Take, wants []Want) (out Taken, ok bool, err error) {
+// row (not enough stock for all, or a fence it refuses): the caller then
+// reads the row and decides want by want.
+func (s *Service) fencedWhole(tx *gorm.DB, t *Take, wants []Want, fence Fence) (out Taken, ok bool, err error) {
 	price, known := s.prices.Load(t.ProductID)
-	if !known || t.Fence <= 0 {
+	if !known {
 		return Taken{}, false, nil
 	}
 	var total int64
 	for _, w := range wants {
 		total += w.Quantity
 	}
-	res := moveStock(tx, t.ProductID, -total, t.Fence)
+	res := moveStock(tx, t.ProductID, -total, fence)
 	if res.Error != nil || res.RowsAffected != 1 {
 		return Taken{}, false, res.Error
 	}
@@ -197,7 +204,7 @@ func (s *Service) fencedWhole(tx *gorm.DB, t *Take, wants []Want) (out Taken, ok
 func (s *Service) conditional(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
 	out := Taken{Refused: make([]error, len(wants))}
 	for i, w := range wants {
-		res := moveStock(tx, t.ProductID, -w.Quantity, 0)
+		res := moveStock(tx, t.ProductID, -w.Quantity, Fence{})
 		if res.Error != nil {
 			return Taken{}, res.Error
 		}
@@ -222,22 +229,34 @@ func (s *Service) conditional(tx *gorm.DB, t *Take, wants []Want) (Taken, error)
 
 // moveStock is the one stock write but the lab's read-modify-write: the
 // stock moves by delta (negative takes) and the version moves on. A take
-// happens only while the stock covers it; with fence > 0 also only while no
-// newer fence has written, and the fence is recorded. RowsAffected says
-// whether it happened.
-func moveStock(tx *gorm.DB, id, delta, fence int64) *gorm.DB {
+// happens only while the stock covers it. With a fence, also only while the
+// row takes that fence (Product.refuses says the same), and the fence and
+// its holder are recorded. RowsAffected says whether it happened.
+func moveStock(tx *gorm.DB, id, delta int64, fence Fence) *gorm.DB {
 	q, args := "UPDATE products SET stock = stock + ?, version = version + 1, updated_at = ?", []any{delta, dbx.Now()}
-	if fence > 0 {
-		q, args = q+", fence = ?", append(args, fence)
+	if fence.Number > 0 {
+		q, args = q+", fence = ?, fence_holder = ?", append(args, fence.Number, fence.Holder)
 	}
 	q, args = q+" WHERE id = ?", append(args, id)
 	if delta < 0 {
 		q, args = q+" AND stock >= ?", append(args, -delta)
 	}
-	if fence > 0 {
-		q, args = q+" AND fence <= ?", append(args, fence)
+	if fence.Number > 0 {
+		q, args = q+" AND (fence < ? OR (fence = ? AND fence_holder = ?))", append(args, fence.Number, fence.Number, fence.Holder)
 	}
 	return tx.Exec(q, args...)
+}
+
+// refuses says whether the row takes no write under fence: a newer fence
+// has written, or the same fence from another holder (the fence counter
+// lost its last INCR in a failover and handed the number out twice). The
+// holder that wrote a fence may write again under it; the zero Fence (no
+// lock, or lock-conditional) is never refused.
+func (p Product) refuses(fence Fence) bool {
+	if fence.Number <= 0 {
+		return false
+	}
+	return p.Fence > fence.Number || (p.Fence == fence.Number && p.FenceHolder != fence.Holder)
 }
 
 // readModifyWrite is the unsafe classic (LAB): read the stock (Prepare,
@@ -265,7 +284,7 @@ func (s *Service) ledger(tx *gorm.DB, t *Take, wants []Want, refused []error) er
 	for i, w := range wants {
 		if refused[i] == nil {
 			no := w.OrderNo
-			rows = append(rows, LedgerRow{ProductID: t.ProductID, Delta: -w.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: t.Fence, CreatedAt: now})
+			rows = append(rows, LedgerRow{ProductID: t.ProductID, Delta: -w.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: t.Fence.Number, CreatedAt: now})
 		}
 	}
 	if len(rows) == 0 {

@@ -9,3 +9,7 @@ func (s *Service) Unadmitted(productID int64) Admission {
 // PauseSeeding has f run between the gate seed's read of the product row and
 // its write of the gate.
 func (s *Service) PauseSeeding(f func()) { s.seeding = f }
+
+// ErrStaleFence lets the external tests tell a write refused for its fence
+// from the other refusals.
+var ErrStaleFence = errStaleFence

@@ -38,17 +38,20 @@ var (
 
 // Strategy names, the lab's comparison axis (README says what each
 // demonstrates). Only LockFence is safe on its own; the others exist so the
-// harness can show what goes wrong.
+// harness can show what goes wrong. Lock, LockConditional and LockFence
+// add one piece at a time: a lock around a read-modify-write, the
+// conditional decrement instead, then the fence on it.
 const (
-	Naive       = "naive"
-	Lock        = "lock"
-	LockFence   = "lock-fence"
-	Conditional = "conditional"
-	RedisGate   = "redis-gate"
+	Naive           = "naive"
+	Lock            = "lock"
+	LockConditional = "lock-conditional"
+	LockFence       = "lock-fence"
+	Conditional     = "conditional"
+	RedisGate       = "redis-gate"
 )
 
 // Strategies lists every strategy, the valid values of --stock-strategy.
-var Strategies = []string{Naive, Lock, LockFence, Conditional, RedisGate}
+var Strategies = []string{Naive, Lock, LockConditional, LockFence, Conditional, RedisGate}
 
 // Config tunes the service.
 type Config struct {
@@ -76,6 +79,7 @@ type Product struct {
 	PriceCents  int64     `json:"price_cents"`
 	Stock       int64     `json:"stock"`
 	Fence       int64     `json:"-"`
+	FenceHolder string    `json:"-"` // the lock holder that wrote Fence (lockx.Fence)
 	Version     int64     `json:"-"`
 	IdemRef     *string   `json:"-"`
 	RequestHash string    `json:"-"`
@@ -215,7 +219,7 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 // replayed is true then, and a retry whose hash differs from the first
 // request's is idem.ErrFingerprintMismatch.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
-	err = s.locked(ctx, id, WaitForLock, noLabPause, func(ctx context.Context, fence int64) error {
+	err = s.locked(ctx, id, WaitForLock, noLabPause, func(ctx context.Context, fence Fence) error {
 		added := false
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			added, replayed = false, false
@@ -227,7 +231,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 			if ref != "" {
 				r = &ref
 			}
-			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fence, CreatedAt: dbx.Now()}
+			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fence.Number, CreatedAt: dbx.Now()}
 			if err := tx.Create(&row).Error; err != nil {
 				if !dbx.IsDuplicate(err) {
 					return err
@@ -242,7 +246,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 				replayed = true
 				return nil
 			}
-			if err := moveStock(tx, id, quantity, 0).Error; err != nil {
+			if err := moveStock(tx, id, quantity, Fence{}).Error; err != nil {
 				return err
 			}
 			added = true
@@ -278,7 +282,7 @@ func (s *Service) ReturnTx(tx *gorm.DB, productID int64, returns []Want) error {
 	if err := tx.Create(&rows).Error; err != nil {
 		return fmt.Errorf("return stock of %d orders of product %d: %w", len(rows), productID, err)
 	}
-	return moveStock(tx, productID, units, 0).Error
+	return moveStock(tx, productID, units, Fence{}).Error
 }
 
 // LockWait says how a caller waits for a product lock.
@@ -292,11 +296,17 @@ const (
 	TryOnce
 )
 
+// Fence is the product lock's fencing token, as lockx hands it out: the
+// stock write takes it only while no newer fence, and no other holder of
+// the same fence, has written (moveStock). Named here so the callers of
+// WithProductLock need not import lockx. The zero Fence: no lock.
+type Fence = lockx.Fence
+
 // WithProductLock runs fn holding the product's lock: restocks,
 // cancellations and returns, so a return never interleaves with a
 // deduction and sold-out state is set and cleared in lock order. fence is
 // the lock's fencing token.
-func (s *Service) WithProductLock(ctx context.Context, productID int64, wait LockWait, fn func(ctx context.Context, fence int64) error) error {
+func (s *Service) WithProductLock(ctx context.Context, productID int64, wait LockWait, fn func(ctx context.Context, fence Fence) error) error {
 	return s.locked(ctx, productID, wait, noLabPause, fn)
 }
 
@@ -306,15 +316,16 @@ func locks(strategy string) bool { return strategy != Naive && strategy != Condi
 
 // Guard runs fn the way the admitted want's strategy guards a stock
 // deduction (fn calls DeductTx with t in its transaction): under the product
-// lock for lock-fence, lock and redis-gate, t.Fence the lock's fencing
-// token; with no lock at all, fence 0, for the lock-free lab strategies.
+// lock for lock-fence, redis-gate and the lab's lock and lock-conditional,
+// t.Fence the lock's fencing token; with no lock at all, the zero Fence, for
+// the lock-free lab strategies.
 // The wants of a batch share its first admission's strategy. A deduction
 // that left the product sold out, once committed and released, puts it in
 // the sold-out book.
 func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
 	start := time.Now()
 	soldOut := false
-	run := func(ctx context.Context, fence int64) error {
+	run := func(ctx context.Context, fence Fence) error {
 		t := &Take{ProductID: a.productID, Fence: fence, strategy: a.strategy}
 		if err := s.prepare(ctx, t); err != nil {
 			return err
@@ -327,7 +338,7 @@ func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Co
 	if locks(a.strategy) {
 		err = s.locked(ctx, a.productID, WaitForLock, labPausable, run)
 	} else {
-		err = run(ctx, 0)
+		err = run(ctx, Fence{})
 	}
 	s.metrics.deducted(a.strategy, err, time.Since(start))
 	if err == nil && soldOut {
@@ -359,7 +370,7 @@ const (
 // labPausable lets the lab pause stand in for a stop-the-world pause: the
 // watchdog is off (no renewal could run during such a pause either) and fn
 // runs on the caller's context, so the fence alone must stop a stale write.
-func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pause labPause, fn func(ctx context.Context, fence int64) error) error {
+func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pause labPause, fn func(ctx context.Context, fence Fence) error) error {
 	paused := pause == labPausable && s.cfg.PauseAfterLock > 0
 	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: !paused}
 	if wait == TryOnce {
@@ -384,8 +395,8 @@ func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pause lab
 }
 
 // holding is one hold of the product lock around fn.
-func (s *Service) holding(ctx context.Context, id int64, opts lockx.AcquireOptions, paused bool, fn func(ctx context.Context, fence int64) error) error {
-	err := s.locks.Do(ctx, lockKey(id), opts, func(lctx context.Context, fence int64) error {
+func (s *Service) holding(ctx context.Context, id int64, opts lockx.AcquireOptions, paused bool, fn func(ctx context.Context, fence Fence) error) error {
+	err := s.locks.Do(ctx, lockKey(id), opts, func(lctx context.Context, fence Fence) error {
 		if paused {
 			lctx = ctx
 		}

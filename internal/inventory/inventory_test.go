@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,22 +80,29 @@ func deductThen(ctx context.Context, s instance, id, quantity int64, then func(t
 		return err
 	}
 	err = s.Guard(ctx, admitted, func(ctx context.Context, take *inventory.Take) error {
-		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-			taken, err := s.DeductTx(tx, take, []inventory.Want{{OrderNo: no, Quantity: quantity}})
-			if err != nil {
-				return err
-			}
-			if err := taken.Refused[0]; err != nil {
-				return err
-			}
-			if then != nil {
-				return then(tx)
-			}
-			return nil
-		})
+		return takeTx(ctx, s, take, inventory.Want{OrderNo: no, Quantity: quantity}, then)
 	})
 	s.Settle(ctx, admitted, err == nil)
 	return err
+}
+
+// takeTx writes one want under t in a transaction of its own, as a batch
+// does, and then (if not nil) more work in the same transaction; the
+// want's refusal is its error.
+func takeTx(ctx context.Context, s instance, t *inventory.Take, w inventory.Want, then func(tx *gorm.DB) error) error {
+	return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		taken, err := s.DeductTx(tx, t, []inventory.Want{w})
+		if err != nil {
+			return err
+		}
+		if err := taken.Refused[0]; err != nil {
+			return err
+		}
+		if then != nil {
+			return then(tx)
+		}
+		return nil
+	})
 }
 
 // counter sums a counter family of a registry.
@@ -142,12 +150,19 @@ func race(t *testing.T, s instance, id int64, n int) (ok int, errs map[string]in
 	return ok, errs
 }
 
+// twoInstances is a fixture with two lock-fence instances on it and a
+// product of stock units.
+func twoInstances(t *testing.T, stock int64) (f *fixture, a, b instance, id int64) {
+	t.Helper()
+	f = newFixture(t)
+	a = f.service(t, inventory.Config{Strategy: inventory.LockFence})
+	b = f.service(t, inventory.Config{Strategy: inventory.LockFence})
+	return f, a, b, f.product(t, a, stock)
+}
+
 func TestLockFenceNeverOversells(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	a := f.service(t, inventory.Config{Strategy: inventory.LockFence})
-	b := f.service(t, inventory.Config{Strategy: inventory.LockFence})
-	id := f.product(t, a, 15)
+	f, a, b, id := twoInstances(t, 15)
 
 	// Two instances, 40 buyers for 15 units.
 	var okA, okB int
@@ -214,6 +229,91 @@ func TestStaleFenceRefusedThenRaised(t *testing.T) {
 	}
 	if stock, ledger, sold := f.state(t, id); stock != 6 || ledger != 6 || sold != 4 {
 		t.Errorf("stock %d, ledger %d, sold %d; want 6, 6, 4", stock, ledger, sold)
+	}
+}
+
+// TestEqualFenceFromSecondHolderRefused is a failover that loses the fence
+// counter's last INCR together with the lock: holder A (instance a) has
+// written under fence N, and holder B (instance b) then obtains the lock
+// with the same N. The row records who wrote its fence, so B's write is
+// refused (b raises the counter and writes under N+1), while A's later
+// writes under its own N still pass until B's newer fence lands; then A is
+// refused too. Every refused write changes nothing.
+func TestEqualFenceFromSecondHolderRefused(t *testing.T) {
+	t.Parallel()
+	f, a, b, id := twoInstances(t, 10)
+	ctx := context.Background()
+	one := func(s instance, t *inventory.Take) error {
+		return takeTx(ctx, s, t, inventory.Want{OrderNo: fmt.Sprintf("E%d-%d", id, orderSeq.Add(1)), Quantity: 1}, nil)
+	}
+	fenceKey := f.fenceKey(id)
+	lockKey := strings.TrimSuffix(fenceKey, ":fence")
+
+	var takeA *inventory.Take
+	var fencesB []inventory.Fence
+	var refusedB, againA, lateA error
+	err := a.Guard(ctx, a.Unadmitted(id), func(_ context.Context, t *inventory.Take) error {
+		takeA = t
+		if err := one(a, t); err != nil {
+			return fmt.Errorf("A's first write: %w", err)
+		}
+		// The failover: the promoted replica has neither A's lock nor the
+		// INCR that gave A its fence. A does not know (its writes below run
+		// on the test's context, as a paused holder's would).
+		if err := f.RDB.Del(ctx, lockKey).Err(); err != nil {
+			return err
+		}
+		if err := f.RDB.Decr(ctx, fenceKey).Err(); err != nil {
+			return err
+		}
+		err := b.Guard(ctx, b.Unadmitted(id), func(_ context.Context, t *inventory.Take) error {
+			fencesB = append(fencesB, t.Fence)
+			if len(fencesB) > 1 {
+				return one(b, t)
+			}
+			refusedB = one(b, t)
+			againA = one(a, takeA) // A again, under its own fence
+			return refusedB
+		})
+		if err != nil {
+			return fmt.Errorf("holder B: %w", err)
+		}
+		lateA = one(a, takeA) // after B's newer fence
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenceA := takeA.Fence
+	if len(fencesB) == 0 || fencesB[0].Number != fenceA.Number || fencesB[0].Holder == fenceA.Holder {
+		t.Fatalf("A's fence %+v, B's fences %+v: want B to get A's number first (the counter lost its INCR)", fenceA, fencesB)
+	}
+	if !errors.Is(refusedB, inventory.ErrStaleFence) {
+		t.Fatalf("B's write under A's fence number: %v, want it refused as stale", refusedB)
+	}
+	if len(fencesB) != 2 || fencesB[1].Number != fenceA.Number+1 {
+		t.Fatalf("B's fences %+v: want its retry under the next number, %d", fencesB, fenceA.Number+1)
+	}
+	if againA != nil {
+		t.Errorf("A's second write under its own fence: %v, want it accepted", againA)
+	}
+	if !errors.Is(lateA, inventory.ErrStaleFence) {
+		t.Errorf("A's write after B's newer fence: %v, want it refused as stale", lateA)
+	}
+	if got := counter(t, b.reg, "shop_inventory_stale_fence_rejections_total"); got != 1 {
+		t.Errorf("b's stale fence rejections = %v, want 1", got)
+	}
+	var dbFence int64
+	var holder string
+	if err := f.DB.Raw("SELECT fence, fence_holder FROM products WHERE id = ?", id).Row().Scan(&dbFence, &holder); err != nil {
+		t.Fatal(err)
+	}
+	if dbFence != fencesB[1].Number || holder != fencesB[1].Holder {
+		t.Errorf("row's fence %d by %q, want B's %+v", dbFence, holder, fencesB[1])
+	}
+	// A twice, B once: the refused writes left nothing.
+	if stock, ledger, sold := f.state(t, id); stock != 7 || ledger != 7 || sold != 3 {
+		t.Errorf("stock %d, ledger %d, sold %d; want 7, 7, 3", stock, ledger, sold)
 	}
 }
 

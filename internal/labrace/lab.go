@@ -43,7 +43,7 @@ const ProductPrefix = "Lab race "
 
 // Strategies are the stock strategies a race side may use, in the order
 // the page offers them.
-var Strategies = []string{inventory.LockFence, inventory.Naive, inventory.Lock, inventory.Conditional, inventory.RedisGate}
+var Strategies = []string{inventory.LockFence, inventory.Naive, inventory.Lock, inventory.LockConditional, inventory.Conditional, inventory.RedisGate}
 
 // Stock is what a race needs of the inventory service.
 type Stock interface {
@@ -238,11 +238,12 @@ func (l *Lab) strategies() []StrategyInfo {
 		lockNote = "a lock without a fencing token: the lab pause is on, so a holder paused past its TTL writes after the next holder and oversells"
 	}
 	notes := map[string]string{
-		inventory.LockFence:   "the safe default: a Redis lock per product, and a fencing token the database checks",
-		inventory.Naive:       "read the stock, then write it back, with no lock: concurrent buyers overwrite each other and it oversells under any real load",
-		inventory.Lock:        lockNote,
-		inventory.Conditional: "no lock, one guarded UPDATE (stock >= quantity) decides: it does not oversell, but nothing keeps buyers in line",
-		inventory.RedisGate:   "a Redis counter admits at most the units left, then the lock + fence path decides: it does not oversell",
+		inventory.LockFence:       "the safe default: a Redis lock per product, and a fencing token the database checks",
+		inventory.Naive:           "read the stock, then write it back, with no lock: concurrent buyers overwrite each other and it oversells under any real load",
+		inventory.Lock:            lockNote,
+		inventory.LockConditional: "the lock and lock-fence's conditional UPDATE (stock >= quantity), without the fence: a holder paused past its TTL still writes, yet it does not oversell, since the UPDATE checks the stock itself",
+		inventory.Conditional:     "no lock, one guarded UPDATE (stock >= quantity) decides: it does not oversell, but nothing keeps buyers in line",
+		inventory.RedisGate:       "a Redis counter admits at most the units left, then the lock + fence path decides: it does not oversell",
 	}
 	out := make([]StrategyInfo, 0, len(Strategies))
 	for _, name := range Strategies {

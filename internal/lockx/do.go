@@ -11,10 +11,31 @@ import (
 // unfenced work may have overlapped another holder.
 var ErrLostBeforeRelease = errors.New("lockx: the hold ended before release")
 
+// Fence is the fencing token of one hold: what a store needs to refuse a
+// write from a hold that is no longer the current one.
+//
+// Number orders the holds of one key: each first entry's is greater than
+// every earlier one's, as long as Redis keeps the counter. A failover or a
+// restart that loses the counter's last INCR hands the same Number to a
+// second hold; Holder, the hold's owner token, tells the two apart. So a
+// store keeps both of the last write it accepted, and takes a write whose
+// Number is greater, or equal with the same Holder (a later write of the
+// same hold); it refuses every other:
+//
+//	UPDATE stock SET qty = qty - 1, fence = ?, fence_holder = ?
+//	WHERE id = ? AND (fence < ? OR (fence = ? AND fence_holder = ?))
+//
+// A store reader who can also write to Redis could release the lock with
+// Holder, which anyone who can write to Redis can do anyway.
+type Fence struct {
+	Number int64
+	Holder string
+}
+
 // Do is the one way to run work under a lock: it acquires key with o, runs
-// fn with the lock's context (cancelled when the hold is lost) and fencing
-// token, and releases after fn returned, so fn's transaction has committed
-// or rolled back before anyone else can hold the lock.
+// fn with the lock's context (cancelled when the hold is lost) and Fence,
+// and releases after fn returned, so fn's transaction has committed or
+// rolled back before anyone else can hold the lock.
 //
 // Errors: ErrNotObtained when the lock did not come free within o.Wait; fn's
 // error wrapped together with ErrNotHeld when the hold was lost while fn
@@ -23,7 +44,7 @@ var ErrLostBeforeRelease = errors.New("lockx: the hold ended before release")
 // hold was gone at release; or the acquire's own error. A release that
 // fails on the transport is tried once more; if that fails too, fn's result
 // stands and the key ends with its TTL.
-func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(ctx context.Context, fence int64) error) (err error) {
+func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(ctx context.Context, fence Fence) error) (err error) {
 	l, err := c.Acquire(ctx, key, o)
 	if err != nil {
 		return err
@@ -45,7 +66,7 @@ func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(c
 			c.cfg.log.Warn("lockx: release failed twice; the lock ends with its TTL", "key", key, "err", rerr)
 		}
 	}()
-	err = fn(l.Context(), l.Fence())
+	err = fn(l.Context(), Fence{Number: l.Fence(), Holder: l.Token()})
 	if err != nil && errors.Is(context.Cause(l.Context()), ErrNotHeld) {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}

@@ -21,25 +21,25 @@ func TestDo(t *testing.T) {
 		name  string
 		key   string
 		setup func(t *testing.T, key string)
-		fn    func(ctx context.Context, fence int64) error
+		fn    func(ctx context.Context, fence Fence) error
 		want  []error // errors.Is targets; nil: no error
 	}{
-		{name: "work done", key: "do:ok", fn: func(context.Context, int64) error { return nil }},
-		{name: "work failed", key: "do:fail", fn: func(context.Context, int64) error { return boom }, want: []error{boom}},
+		{name: "work done", key: "do:ok", fn: func(context.Context, Fence) error { return nil }},
+		{name: "work failed", key: "do:fail", fn: func(context.Context, Fence) error { return boom }, want: []error{boom}},
 		{name: "lock taken", key: "do:taken",
 			setup: func(t *testing.T, key string) {
 				if _, err := c.Acquire(ctx, key, AcquireOptions{TTL: 10 * time.Second}); err != nil {
 					t.Fatal(err)
 				}
 			},
-			fn: func(context.Context, int64) error { t.Error("fn ran without the lock"); return nil }, want: []error{ErrNotObtained}},
+			fn: func(context.Context, Fence) error { t.Error("fn ran without the lock"); return nil }, want: []error{ErrNotObtained}},
 		{name: "lost while working", key: "do:lost",
-			fn: func(lctx context.Context, _ int64) error {
+			fn: func(lctx context.Context, _ Fence) error {
 				<-lctx.Done() // the hold expires: 200 ms, no watchdog
 				return lctx.Err()
 			}, want: []error{ErrNotHeld, context.Canceled}},
 		{name: "lost before release", key: "do:late",
-			fn: func(context.Context, int64) error {
+			fn: func(context.Context, Fence) error {
 				time.Sleep(400 * time.Millisecond) // past the TTL, not watching the context
 				return nil
 			}, want: []error{ErrLostBeforeRelease}},
@@ -49,8 +49,8 @@ func TestDo(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, tt.key)
 			}
-			fence := int64(-1)
-			err := c.Do(ctx, tt.key, AcquireOptions{TTL: 200 * time.Millisecond}, func(lctx context.Context, f int64) error {
+			fence := Fence{Number: -1}
+			err := c.Do(ctx, tt.key, AcquireOptions{TTL: 200 * time.Millisecond}, func(lctx context.Context, f Fence) error {
 				fence = f
 				return tt.fn(lctx, f)
 			})
@@ -62,8 +62,8 @@ func TestDo(t *testing.T) {
 					t.Errorf("Do: %v, want it to match %v", err, w)
 				}
 			}
-			if tt.name == "work done" && fence <= 0 {
-				t.Errorf("fn got fence %d, want a positive fencing token", fence)
+			if tt.name == "work done" && (fence.Number <= 0 || len(fence.Holder) != 26) {
+				t.Errorf("fn got fence %+v, want a positive number and the hold's 26-character owner token", fence)
 			}
 		})
 	}
@@ -96,7 +96,7 @@ func TestDoRetriesReleaseAfterTransportError(t *testing.T) {
 	hook := &failNext{}
 	rdb.AddHook(hook)
 	c := newTestClient(t, rdb, Options{})
-	err := c.Do(context.Background(), "do:blip", AcquireOptions{TTL: 10 * time.Second}, func(context.Context, int64) error {
+	err := c.Do(context.Background(), "do:blip", AcquireOptions{TTL: 10 * time.Second}, func(context.Context, Fence) error {
 		hook.armed.Store(true) // the release's first try fails
 		return nil
 	})

@@ -18,10 +18,13 @@
 //     the same fence; the key is freed by the last Release.
 //   - Fences: every first entry returns a number strictly greater than any
 //     earlier one for that key, from INCR on "<prefix>{key}:fence" in the same
-//     script and Cluster slot as the lock. The counter key never expires; it
-//     is as durable as your Redis persistence (a restart without AOF/RDB
-//     starts it over; the store that checks fences can repair that with
-//     RaiseFence and its highest accepted fence).
+//     script and Cluster slot as the lock, as long as Redis keeps the
+//     counter. The counter key never expires; it is as durable as your Redis
+//     persistence: a failover can lose its last INCRs (replication is
+//     asynchronous) and a restart without AOF/RDB starts it over, so a number
+//     can be handed out twice. The hold's owner token goes with it (Fence),
+//     so the store that checks fences still refuses the second hold, and
+//     RaiseFence with its highest accepted fence repairs the counter.
 //   - Loss is reported at once: Lost() closes and Context() is cancelled when
 //     a renewal or Refresh finds the lock gone, when Release does, or when the
 //     locally computed validity (TTL minus clock drift since the acquire or
@@ -48,8 +51,9 @@
 // the lock, while the lock has expired and another process holds it; no check
 // done before the write closes that gap. Only the resource being written can:
 //
-//   - pass Fence() along and have the store reject stale fences, e.g.
-//     UPDATE stock SET qty = ?, fence = ? WHERE id = ? AND fence < ?;
+//   - pass the Fence along (Do hands it to its work) and have the store
+//     refuse a write whose fence is older than the last it accepted, or
+//     equal to it from another holder (see Fence for the UPDATE);
 //   - or make the write conditional on the state the holder read
 //     (UPDATE ... WHERE version = ?), so the lock only avoids wasted work.
 //

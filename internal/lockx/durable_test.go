@@ -155,8 +155,8 @@ func TestFailoverLosesLockFenceRejects(t *testing.T) {
 			qtyB := row.read(t)
 			// B sells first (it believes it holds the lock), then A wakes up
 			// and sells too, both from what they read.
-			okB := row.sell(t, qtyB, lb.Fence(), fenced)
-			okA := row.sell(t, qtyA, la.Fence(), fenced)
+			okB := row.sell(t, qtyB, lb, fenced)
+			okA := row.sell(t, qtyA, la, fenced)
 			sold := row.sold(t)
 			if fenced {
 				if !okB || okA {
@@ -212,7 +212,7 @@ func stockDB(t *testing.T) *sql.DB {
 		}
 	})
 	for _, q := range []string{
-		"CREATE TABLE stock (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL, fence BIGINT NOT NULL)",
+		"CREATE TABLE stock (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL, fence BIGINT NOT NULL, fence_holder VARCHAR(64) NOT NULL DEFAULT '')",
 		"CREATE TABLE sales (id BIGINT AUTO_INCREMENT PRIMARY KEY, product BIGINT NOT NULL, fence BIGINT NOT NULL)",
 	} {
 		if _, err := db.Exec(q); err != nil {
@@ -256,10 +256,11 @@ func (r stockRow) sold(t *testing.T) int64 {
 }
 
 // sell writes qty-1 as read under the lock and records a sale. Fenced, the
-// store takes the write only from a fence above the last it accepted: a
-// failover can hand the same fence to two holders (the increment was lost
-// with the master), so an equal fence is refused as well.
-func (r stockRow) sell(t *testing.T, read, fence int64, fenced bool) bool {
+// store takes the write only from a fence above the last it accepted, or
+// equal to it from the same holder: a failover can hand the same fence to
+// two holders (the increment was lost with the master), so an equal fence
+// from another holder is refused as well.
+func (r stockRow) sell(t *testing.T, read int64, l *Lock, fenced bool) bool {
 	t.Helper()
 	if read < 1 {
 		return false
@@ -269,9 +270,11 @@ func (r stockRow) sell(t *testing.T, read, fence int64, fenced bool) bool {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
+	fence := l.Fence()
 	q, args := "UPDATE stock SET qty = ? WHERE id = ?", []any{read - 1, r.id}
 	if fenced {
-		q, args = "UPDATE stock SET qty = ?, fence = ? WHERE id = ? AND fence < ?", []any{read - 1, fence, r.id, fence}
+		q = "UPDATE stock SET qty = ?, fence = ?, fence_holder = ? WHERE id = ? AND (fence < ? OR (fence = ? AND fence_holder = ?))"
+		args = []any{read - 1, fence, l.Token(), r.id, fence, fence, l.Token()}
 	}
 	res, err := tx.Exec(q, args...)
 	if err != nil {

@@ -32,7 +32,9 @@ func Example() {
 	defer l.Release(context.WithoutCancel(ctx))
 
 	work := l.Context() // cancelled if the lock is lost
-	// UPDATE stock SET qty = qty - 1, fence = ? WHERE id = 7 AND fence <= ?
+	// UPDATE stock SET qty = qty - 1, fence = ?, fence_holder = ?
+	// WHERE id = 7 AND (fence < ? OR (fence = ? AND fence_holder = ?))
+	// with l.Fence() and l.Token() (see Fence)
 	_ = work
 	fmt.Println("fenced write with", l.Fence() > 0)
 	// Output: fenced write with true

@@ -42,9 +42,11 @@ func (l *Lock) RedisKey() string { return l.keys.lock }
 func (l *Lock) Token() string { return l.token }
 
 // Fence is strictly greater than the fence of every earlier hold of this key
-// (re-entries return their first entry's fence). Pass it to the resource you
-// write to and have it reject smaller fences: that, not the lock, is what
-// makes a paused holder harmless.
+// while Redis keeps the counter (re-entries return their first entry's
+// fence). Pass it with Token to the resource you write to (Do hands both to
+// its work as a Fence) and have it refuse smaller fences, and equal ones
+// from another token: that, not the lock, is what makes a paused holder
+// harmless.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Depth is 1 for a first entry and n for the n-th nested re-entry.

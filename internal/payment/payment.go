@@ -163,7 +163,7 @@ func (s *Service) Pay(ctx context.Context, r PayRequest) (res Result, err error)
 	if res, ok, err := s.replay(s.db.WithContext(ctx), rid, r); ok || err != nil {
 		return res, err
 	}
-	err = s.locked(ctx, r.UserID, func(lctx context.Context, fence int64) error {
+	err = s.locked(ctx, r.UserID, func(lctx context.Context, fence lockx.Fence) error {
 		return rerun(lctx, "order "+r.OrderNo, func() (err error) {
 			res, err = s.payOnce(lctx, fence, rid, r)
 			return err
@@ -181,7 +181,7 @@ func (s *Service) Pay(ctx context.Context, r PayRequest) (res Result, err error)
 }
 
 // payOnce is one transaction of Pay.
-func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayRequest) (res Result, err error) {
+func (s *Service) payOnce(ctx context.Context, fence lockx.Fence, rid string, r PayRequest) (res Result, err error) {
 	err = s.tx(ctx, func(tx *gorm.DB) error {
 		var done bool
 		var err error
@@ -213,7 +213,7 @@ func (s *Service) payOnce(ctx context.Context, fence int64, rid string, r PayReq
 		}
 		now := dbx.Now()
 		p := Payment{RequestID: rid, OrderNo: o.OrderNo, UserID: r.UserID, AmountCents: o.AmountCents,
-			RequestHash: r.RequestHash, Fence: fence, CreatedAt: now}
+			RequestHash: r.RequestHash, Fence: fence.Number, CreatedAt: now}
 		if err := tx.Create(&p).Error; err != nil {
 			return err // a duplicate: another request paid; the next attempt sees it
 		}
@@ -304,7 +304,7 @@ var errLockLost = fmt.Errorf("%w: the account lock was lost before COMMIT", ErrB
 
 // locked runs fn holding the user's account lock with the watchdog on, and
 // releases it only after fn returned (after its transaction committed).
-func (s *Service) locked(ctx context.Context, userID int64, fn func(ctx context.Context, fence int64) error) error {
+func (s *Service) locked(ctx context.Context, userID int64, fn func(ctx context.Context, fence lockx.Fence) error) error {
 	err := s.locks.Do(ctx, AccountLockKey(userID), lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: true}, fn)
 	switch {
 	case err == nil:

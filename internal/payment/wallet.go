@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
+	"github.com/seckill-lab/shop/internal/lockx"
 )
 
 // MaxCreditCents is the largest single credit (docs/api.md).
@@ -30,7 +31,7 @@ func (s *Service) Credit(ctx context.Context, userID, amount int64, ref, hash st
 	if w, ok, err := s.credited(s.db.WithContext(ctx), userID, ref, hash); ok || err != nil {
 		return w, ok, err
 	}
-	err = s.locked(ctx, userID, func(lctx context.Context, _ int64) error {
+	err = s.locked(ctx, userID, func(lctx context.Context, _ lockx.Fence) error {
 		return rerun(lctx, "wallet "+strconv.FormatInt(userID, 10), func() (err error) {
 			w, replayed, err = s.creditOnce(lctx, userID, amount, ref, hash)
 			return err

@@ -163,4 +163,9 @@ func TestMigrationFilesBothDialects(t *testing.T) {
 	if !slices.Equal(mysql, sqlite) {
 		t.Errorf("mysql versions %v and sqlite versions %v differ: each migration needs both dialects", mysql, sqlite)
 	}
+	// Two branches that each add the next number merge cleanly as files;
+	// the second would then fail to record its version at start.
+	if unique := slices.Compact(slices.Clone(mysql)); len(unique) != len(mysql) {
+		t.Errorf("migration versions %v: a version is used twice; renumber the later migration", mysql)
+	}
 }

@@ -1,0 +1,2 @@
+-- 0004: see ../mysql/0004_fence_holder.sql.
+ALTER TABLE products ADD COLUMN fence_holder TEXT NOT NULL DEFAULT '';
