@@ -825,3 +825,30 @@ func TestPrerequisites(t *testing.T) {
 		}
 	}
 }
+
+// TestTempDirsRemoved: a block that makes a scratch file or folder with
+// mktemp removes it before it ends, so a pass through the chapters leaves
+// nothing behind in /tmp; one kept on purpose says so on its line ("kept",
+// 保留) and tells the reader how to remove it.
+func TestTempDirsRemoved(t *testing.T) {
+	made := regexp.MustCompile(`^(\w+)=\$\(mktemp( -d)?\)(.*)$`)
+	for _, lang := range langs {
+		for _, c := range chapters(t, lang) {
+			blocks, _ := parse(t, c.path)
+			for _, b := range blocks {
+				if !b.runnable {
+					continue
+				}
+				for i, l := range strings.Split(b.body, "\n") {
+					m := made.FindStringSubmatch(l)
+					if m == nil || strings.Contains(m[3], "kept") || strings.Contains(m[3], "保留") {
+						continue
+					}
+					if !strings.Contains(b.body, `rm -rf "$`+m[1]+`"`) && !strings.Contains(b.body, `rm -f "$`+m[1]+`"`) {
+						t.Errorf("%s:%d: $%s from mktemp is never removed in its block (rm -rf \"$%s\"), or say it is kept", c.path, b.line+1+i, m[1], m[1])
+					}
+				}
+			}
+		}
+	}
+}

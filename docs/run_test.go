@@ -512,7 +512,7 @@ func checkMetricNames(t *testing.T, e *shopEnv) {
 		}
 		return false
 	}
-	nameRE := regexp.MustCompile(`\bshop_[a-z_]+[a-z]`)
+	nameRE := regexp.MustCompile(`(?:^|[^$\w])(shop_[a-z_]+[a-z])`) // $shop_… is an nginx variable
 	for _, lang := range langs {
 		for _, c := range chapters(t, lang) {
 			b, err := os.ReadFile(c.path)
@@ -520,7 +520,8 @@ func checkMetricNames(t *testing.T, e *shopEnv) {
 				t.Fatal(err)
 			}
 			seen := map[string]bool{}
-			for _, name := range nameRE.FindAllString(string(b), -1) {
+			for _, m := range nameRE.FindAllStringSubmatch(string(b), -1) {
+				name := m[1]
 				base := name
 				for _, suf := range []string{"_bucket", "_sum", "_count"} {
 					base = strings.TrimSuffix(base, suf)
