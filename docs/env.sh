@@ -59,12 +59,14 @@ credit() {
 # lab_shop_start [shop flags...]: starts a second, throw-away shop on
 # $LAB_ADDR with its own SQLite file and its own in-process Redis, waits
 # until it is ready, and sets LAB to its URL. Flags switch on the lab's
-# unsafe modes, e.g. --stock-strategy naive. Stop it with lab_shop_stop.
+# unsafe modes, e.g. --stock-strategy naive. It starts without the demo
+# catalog, so its audit shows only the exercise's products. Stop it with
+# lab_shop_stop.
 lab_shop_start() {
 	LAB_DIR=$(mktemp -d)
 	LAB="http://$LAB_ADDR"
 	shop serve --addr "$LAB_ADDR" --sqlite-path "$LAB_DIR/shop.db" --redis-url '' \
-		--embedded-redis-addr 127.0.0.1:0 --admin-token "$ADMIN_TOKEN" "$@" >"$LAB_DIR/shop.log" 2>&1 &
+		--embedded-redis-addr 127.0.0.1:0 --admin-token "$ADMIN_TOKEN" --demo-catalog false "$@" >"$LAB_DIR/shop.log" 2>&1 &
 	LAB_PID=$!
 	local i
 	for i in $(seq 300); do
