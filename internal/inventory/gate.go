@@ -248,7 +248,7 @@ func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, qu
 // unlocked read and the seed would be missing from the gate for good, its
 // buyers told busy.
 func (s *Service) seedGate(ctx context.Context, productID int64) error {
-	return s.locked(ctx, productID, WaitForLock, noLabPause, func(ctx context.Context, _ Fence) error {
+	return s.locked(ctx, productID, s.cfg.LockWait, noLabPause, func(ctx context.Context, _ Fence) error {
 		p, err := s.Get(ctx, productID)
 		if err != nil {
 			return err

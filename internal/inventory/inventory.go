@@ -219,7 +219,7 @@ func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, 
 // replayed is true then, and a retry whose hash differs from the first
 // request's is idem.ErrFingerprintMismatch.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
-	err = s.locked(ctx, id, WaitForLock, noLabPause, func(ctx context.Context, fence Fence) error {
+	err = s.locked(ctx, id, s.cfg.LockWait, noLabPause, func(ctx context.Context, fence Fence) error {
 		added := false
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			added, replayed = false, false
@@ -307,7 +307,11 @@ type Fence = lockx.Fence
 // deduction and sold-out state is set and cleared in lock order. fence is
 // the lock's fencing token.
 func (s *Service) WithProductLock(ctx context.Context, productID int64, wait LockWait, fn func(ctx context.Context, fence Fence) error) error {
-	return s.locked(ctx, productID, wait, noLabPause, fn)
+	d := s.cfg.LockWait
+	if wait == TryOnce {
+		d = 0
+	}
+	return s.locked(ctx, productID, d, noLabPause, fn)
 }
 
 // locks reports whether a strategy deducts under the product lock (the
@@ -336,7 +340,14 @@ func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Co
 	}
 	var err error
 	if locks(a.strategy) {
-		err = s.locked(ctx, a.productID, WaitForLock, labPausable, run)
+		// A deadline on ctx (the batch's most pressed request) bounds the
+		// wait for the lock, not the hold: a hold whose context ended would
+		// stop its watchdog while the transaction still runs.
+		hold, wait := ctx, s.cfg.LockWait
+		if dl, ok := ctx.Deadline(); ok {
+			hold, wait = context.WithoutCancel(ctx), max(0, min(wait, time.Until(dl)))
+		}
+		err = s.locked(hold, a.productID, wait, labPausable, run)
 	} else {
 		err = run(ctx, Fence{})
 	}
@@ -370,12 +381,9 @@ const (
 // labPausable lets the lab pause stand in for a stop-the-world pause: the
 // watchdog is off (no renewal could run during such a pause either) and fn
 // runs on the caller's context, so the fence alone must stop a stale write.
-func (s *Service) locked(ctx context.Context, id int64, wait LockWait, pause labPause, fn func(ctx context.Context, fence Fence) error) error {
+func (s *Service) locked(ctx context.Context, id int64, wait time.Duration, pause labPause, fn func(ctx context.Context, fence Fence) error) error {
 	paused := pause == labPausable && s.cfg.PauseAfterLock > 0
-	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: s.cfg.LockWait, Watchdog: !paused}
-	if wait == TryOnce {
-		opts.Wait = 0
-	}
+	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !paused}
 	for range 3 {
 		err := s.holding(ctx, id, opts, paused, fn)
 		if !errors.Is(err, errStaleFence) {
