@@ -126,7 +126,10 @@ func unavailable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
-	return false
+	// A cluster slot still moving after the client's redirects ran out.
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask
 }
 
 // problemFor decides the problem for err: an apiError, a mapped domain error,

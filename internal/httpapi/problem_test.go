@@ -59,6 +59,8 @@ func TestTransportErrorsAreUnavailable(t *testing.T) {
 		errors.New("TRYAGAIN Multiple keys request during rehashing of slot"),
 		errors.New("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
 		errors.New("NOREPLICAS Not enough good replicas to write."),
+		errors.New("MOVED 3999 127.0.0.1:6381"),
+		errors.New("ASK 3999 127.0.0.1:6381"),
 	} {
 		if p := problemFor(err); p.Code != "unavailable" || p.Status != 503 {
 			t.Errorf("%v: %s %d, want 503 unavailable", err, p.Code, p.Status)
