@@ -217,9 +217,11 @@ func Picture(h History, idx []int, timeout time.Duration) ([]byte, Verdict, erro
 // search otherwise tries each of them at every place. Left out: the
 // unanswered sends of a buyer or key that got an answer, except the one a
 // replay proves made the order, which is drawn as ending by that replay's
-// answer; of the sends of one that got none, all but the earliest. None of
-// this changes the verdict: every send left out can only replay or refuse,
-// and the earliest send of an identity can do all that a later one can.
+// answer; of the sends of one that got none, or only refusals that do not
+// rule out a later order (a key's, or a seckill buyer's when units come
+// back), all but the earliest. None of this changes the verdict: every send
+// left out can only replay or refuse, and the earliest send of an identity
+// can do all that a later one can.
 func Drawable(h History) History {
 	byID := map[string][]int{}
 	for i, o := range h.Ops {
@@ -228,6 +230,7 @@ func Drawable(h History) History {
 	keep := make([]bool, len(h.Ops))
 	out := History{Stock: h.Stock, Returns: h.Returns}
 	bound := map[int]int64{}
+	hasAdds := slices.ContainsFunc(h.Ops, func(o Op) bool { return o.Answer == Added })
 	for _, idx := range byID {
 		answered, created := false, false
 		minEnd := int64(-1)
@@ -246,10 +249,12 @@ func Drawable(h History) History {
 		}
 		// A key that was refused may have been refused first by an
 		// unanswered send: with units coming back that can matter (its
-		// later refusals replay that one whatever the stock).
+		// later refusals replay that one whatever the stock). A seckill
+		// buyer's refusal is not remembered, so once units come back its
+		// unanswered send may still buy one after the refusal.
 		refusedKey := false
 		for _, i := range idx {
-			refusedKey = refusedKey || h.Ops[i].Answer == Refused && !h.Ops[i].Seckill
+			refusedKey = refusedKey || h.Ops[i].Answer == Refused && (!h.Ops[i].Seckill || hasAdds)
 		}
 		first := -1
 		for _, i := range idx {

@@ -185,6 +185,21 @@ func sale(buyers, stock int) History {
 // TestDrawableKeepsTheVerdict: leaving out the sends that cannot matter
 // changes no verdict.
 func TestDrawableKeepsTheVerdict(t *testing.T) {
+	// A seckill buyer refused before a restock whose send got no answer
+	// may have bought the unit that came back, which explains the later
+	// refusal of another buyer: that send must stay.
+	restocked := History{Ops: []Op{
+		buy("a", 0, 0, Unknown, ""),
+		buy("a", 1, 2, Refused, ""),
+		{Identity: "restock", Quantity: 1, Call: 3, Return: 4, Answer: Added},
+		buy("b", 5, 6, Refused, ""),
+	}}
+	for i, h := range []History{restocked} {
+		want, _ := Porcupine(h, nil, 0)
+		if got, _ := Porcupine(Drawable(h), nil, 0); got != want {
+			t.Fatalf("hand-made history %d: %s, drawable %s\nstock %d\n%s", i, want, got, h.Stock, dump(h))
+		}
+	}
 	r := rand.New(rand.NewPCG(7, 2026))
 	for i := range 3000 {
 		h := randomHistory(r)
