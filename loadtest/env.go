@@ -68,7 +68,7 @@ func (h *harness) setup(ctx context.Context, name string, s setup) (*env, error)
 		return nil, err
 	}
 	e.backend = b
-	common := append([]string{"SHOP_STOCK_STRATEGY=" + s.strategy}, s.common...)
+	common := append([]string{"SHOP_STOCK_STRATEGY=" + s.strategy, "SHOP_SOLD_OUT_CACHE=" + h.o.linear.SoldOutCache.String()}, s.common...)
 	if h.o.batchMax > 0 {
 		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.o.batchMax))
 	}

@@ -97,6 +97,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.DurationVar(&o.linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
 	fs.IntVar(&o.linear.PictureOps, "linear-picture-ops", 1000, "draw a linearizable product's whole history when it has at most this many operations")
 	fs.DurationVar(&o.linear.PictureTimeout, "linear-picture-timeout", 2*time.Second, "bound of porcupine's search for one picture")
+	fs.DurationVar(&o.linear.SoldOutCache, "sold-out-cache", time.Second, "SHOP_SOLD_OUT_CACHE of the shops the checked scenarios start, and how late the linearizability check lets returned units take effect (with --target: the targets' value)")
 	fs.DurationVar(&o.bench.phase, "bench-phase", 10*time.Second, "measured window of each phase of --scenario bench (the hot-product benchmark; not part of all)")
 	fs.DurationVar(&o.bench.warmup, "bench-warmup", time.Second, "load before each measured window of --scenario bench, not counted")
 	fs.IntVar(&o.bench.clients, "bench-clients", 64, "concurrent keep-alive clients of the bench's throughput phases")

@@ -468,6 +468,10 @@ type LinearOptions struct {
 	PictureOps int
 	// PictureTimeout bounds porcupine's search for one picture (default 2s).
 	PictureTimeout time.Duration
+	// SoldOutCache is the shops' SHOP_SOLD_OUT_CACHE (default 1s, the
+	// shop's): a shop may refuse from its sold-out book for that long after
+	// units came back, so an addition may take effect that late.
+	SoldOutCache time.Duration
 }
 
 // LinearReport is the linearizability verdict of one run's histories.
@@ -526,10 +530,13 @@ func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOption
 	if o.PictureTimeout <= 0 {
 		o.PictureTimeout = 2 * time.Second
 	}
+	if o.SoldOutCache <= 0 {
+		o.SoldOutCache = time.Second
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	t0 := time.Now()
-	hs, src, leftOut := linearHistories(recs, initial, f)
+	hs, src, leftOut := linearHistories(recs, initial, f, o.SoldOutCache)
 	rep := LinearReport{LeftOut: leftOut, Products: []ProductLinear{}, Took: time.Since(t0)}
 	var vs []audit.Violation
 	ids := make([]int64, 0, len(hs))
@@ -629,7 +636,7 @@ func drawProduct(p *ProductLinear, h linear.History, res linear.Result, o Linear
 
 // linearHistories turns the order records into one history per product
 // with a known starting stock; src maps each operation back to its record.
-func linearHistories(recs []Record, initial map[int64]int64, f Facts) (map[int64]linear.History, map[int64][]Record, int) {
+func linearHistories(recs []Record, initial map[int64]int64, f Facts, lag time.Duration) (map[int64]linear.History, map[int64][]Record, int) {
 	hs := map[int64]linear.History{}
 	src := map[int64][]Record{}
 	var t0 time.Time
@@ -659,7 +666,7 @@ func linearHistories(recs []Record, initial map[int64]int64, f Facts) (map[int64
 					// that returns the units: they are sellable from its
 					// commit, which follows it, and the sold-out book
 					// learns of them a little later still.
-					from, to := ad.At.Add(-additionSlack), ad.At.Add(additionLag)
+					from, to := ad.At.Add(-additionSlack), ad.At.Add(lag)
 					h.Ops = append(h.Ops, linear.Op{Identity: "addition", Quantity: ad.Units, Answer: linear.Added,
 						Call: from.Sub(t0).Nanoseconds(), Return: to.Sub(t0).Nanoseconds(),
 						Note: fmt.Sprintf("%d units back at %s (restock or cancellation, as the stock ledger dates it)", ad.Units, ad.At.UTC().Format("15:04:05.000"))})
@@ -681,13 +688,10 @@ func linearHistories(recs []Record, initial map[int64]int64, f Facts) (map[int64
 }
 
 // An addition (a stock ledger row of a restock or cancellation) takes effect
-// between additionSlack before the row's time (clocks) and additionLag
-// after it (the commit, then the caches that learn of it, on a loaded
-// machine).
-const (
-	additionSlack = 100 * time.Millisecond
-	additionLag   = time.Second
-)
+// between additionSlack before the row's time (clocks) and the shops'
+// sold-out cache duration after it (LinearOptions.SoldOutCache: the commit,
+// then the caches that learn of it, on a loaded machine).
+const additionSlack = 100 * time.Millisecond
 
 // linearAnswer is what an answer tells the model; effect is false for
 // answers that promise nothing changed.
