@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/seckill-lab/shop/internal/inventory"
 )
@@ -24,10 +25,16 @@ import (
 // keeps that many, and a user not on its list is looked up by the order
 // number only this user can have: one point read on the unique index, no
 // Redis, no lock.
+//
+// The read is bounded (buyersReadFor): a sold-out batch answers only once
+// it is done, so a slow database must not hold that answer. A read cut
+// short keeps the buyers it got and is marked partial, so the database
+// answers for the others the same way.
 
 type buyerBook struct {
 	mu       sync.RWMutex
 	products map[int64]*buyerList
+	readFor  time.Duration // bound of one read of a product's buyers
 }
 
 // buyerList is the seckill buyers of one product sold out at version.
@@ -42,7 +49,12 @@ type buyerList struct {
 // defaultSoldOutBuyers bounds a product's buyer list when Config leaves it 0.
 const defaultSoldOutBuyers = 100_000
 
-func newBuyerBook() *buyerBook { return &buyerBook{products: map[int64]*buyerList{}} }
+// buyersReadFor bounds the read of a sold-out product's buyers.
+const buyersReadFor = 500 * time.Millisecond
+
+func newBuyerBook() *buyerBook {
+	return &buyerBook{products: map[int64]*buyerList{}, readFor: buyersReadFor}
+}
 
 // SoldOutKnown reports whether this instance answers a seckill order for
 // productID from memory (the sold-out fast path): 409 sold_out, or the
@@ -124,13 +136,17 @@ func (s *Service) buyersOf(ctx context.Context, productID, version int64) *buyer
 }
 
 // readBuyers fills l from the orders table and closes its ready channel.
+// A read cut short by its bound leaves l partial: the buyers it got, and
+// the database for the rest.
 func (s *Service) readBuyers(ctx context.Context, productID int64, l *buyerList) {
 	defer close(l.ready)
 	limit := cmp.Or(s.cfg.SoldOutBuyers, defaultSoldOutBuyers)
 	byUser := map[int64]string{}
 	partial := false
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.buyers.readFor)
+	defer cancel()
 	err := func() error {
-		rows, err := s.db.WithContext(context.WithoutCancel(ctx)).Model(&Order{}).Select("user_id, order_no").
+		rows, err := s.db.WithContext(ctx).Model(&Order{}).Select("user_id, order_no").
 			Where("product_id = ? AND kind = ?", productID, KindSeckill).Limit(limit + 1).Rows()
 		if err != nil {
 			return err
@@ -150,6 +166,10 @@ func (s *Service) readBuyers(ctx context.Context, productID int64, l *buyerList)
 		}
 		return rows.Err()
 	}()
+	if err != nil && ctx.Err() != nil {
+		s.log.Warn("sold-out buyers read cut short (the database answers for the buyers not read)", "product_id", productID, "read", len(byUser), "err", err)
+		err, partial = nil, true
+	}
 	if err != nil {
 		s.log.Warn("sold-out buyers not read (buyers take the locked path)", "product_id", productID, "err", err)
 		s.buyers.mu.Lock()
