@@ -13,3 +13,13 @@ func (s *Service) PauseSeeding(f func()) { s.seeding = f }
 // ErrStaleFence lets the external tests tell a write refused for its fence
 // from the other refusals.
 var ErrStaleFence = errStaleFence
+
+// StrategyTableLocked reports whether the LAB strategy table is locked for
+// writing (a switch in progress).
+func (s *Service) StrategyTableLocked() bool {
+	if s.labMu.TryRLock() {
+		s.labMu.RUnlock()
+		return false
+	}
+	return true
+}

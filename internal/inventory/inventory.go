@@ -456,8 +456,20 @@ func sleep(ctx context.Context, d time.Duration) {
 // safe strategy and an unsafe one at once, each on its own product. A switch
 // into or out of redis-gate retires the product's gate counter: deductions
 // by another strategy do not keep it in step, so it is seeded afresh from
-// the database when redis-gate next needs it.
+// the database when redis-gate next needs it. The counter is deleted after
+// the switch, outside labMu (a Redis call must not stall StrategyOf): a gate
+// seeded in between is only seeded again, the gate only saves work.
 func (s *Service) UseStrategy(productID int64, name string) {
+	if s.switchStrategy(productID, name) {
+		if err := s.rdb.Del(context.Background(), s.gateKey(productID)).Err(); err != nil {
+			s.log.Warn("LAB: gate counter not retired on a strategy switch", "product_id", productID, "err", err)
+		}
+	}
+}
+
+// switchStrategy records productID's strategy and reports whether the
+// switch went into or out of redis-gate.
+func (s *Service) switchStrategy(productID int64, name string) (retireGate bool) {
 	s.labMu.Lock()
 	defer s.labMu.Unlock()
 	if s.labStrategy == nil {
@@ -472,11 +484,8 @@ func (s *Service) UseStrategy(productID int64, name string) {
 	} else {
 		s.labStrategy[productID] = name
 	}
-	if now := cmp.Or(name, s.cfg.Strategy); now != old && (now == RedisGate || old == RedisGate) {
-		if err := s.rdb.Del(context.Background(), s.gateKey(productID)).Err(); err != nil {
-			s.log.Warn("LAB: gate counter not retired on a strategy switch", "product_id", productID, "err", err)
-		}
-	}
+	now := cmp.Or(name, s.cfg.Strategy)
+	return now != old && (now == RedisGate || old == RedisGate)
 }
 
 // StrategyOf is the strategy that deducts productID's stock here.
