@@ -228,9 +228,6 @@ type Done struct {
 //
 // Errors, all before work ran: ErrInUse (the first request is in flight),
 // ErrFingerprintMismatch (the key was used for another request), or Redis's.
-// keepTimeout bounds keeping (or freeing) a key's record after work ran.
-const keepTimeout = 500 * time.Millisecond
-
 func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx context.Context) Record) (Done, error) {
 	claim, rec, err := s.Claim(ctx, scope, fingerprint)
 	if err != nil {
@@ -253,10 +250,28 @@ func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx
 	// which the caller's own check (the order number) answers.
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepTimeout)
 	defer cancel()
-	if ShouldStore(out.Record.Status) {
-		out.Unsaved = claim.Complete(bg, out.Record)
-	} else {
+	if !ShouldStore(out.Record.Status) {
 		out.Unsaved = claim.Release(bg)
+		return out, nil
+	}
+	out.Unsaved = claim.Complete(bg, out.Record)
+	if out.Unsaved != nil && !errors.Is(out.Unsaved, ErrClaimLost) && bg.Err() == nil {
+		// Not kept, and Redis said so at once (a refused write, a
+		// connection reset in a failover): free the key within the same
+		// bound, so a retry runs at once rather than meeting ErrInUse until
+		// the lease ends. That is safe: a retry that runs work again is
+		// what an expired lease allows anyway, and the caller's check
+		// answers it; if the write did land after all, the token it
+		// removed keeps Release from touching the record.
+		_ = claim.Release(bg)
 	}
 	return out, nil
 }
+
+// keepTimeout bounds keeping (or freeing) a key's record after work ran.
+// A keep that ran past it leaves the key in flight until the lease ends,
+// on purpose: a Redis that did not answer within the bound (a failover)
+// is not asked again on the answer's path, nor by calls left running in the
+// background that would pile onto it; the retries meet ErrInUse until the
+// lease ends, and then run work again, which the caller's check answers.
+const keepTimeout = 500 * time.Millisecond

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func newTestStore(t *testing.T, o StoreOptions) *Store {
@@ -200,5 +203,48 @@ func TestExpiredClaimIsSafeWithUniqueOrderNo(t *testing.T) {
 	}
 	if len(unique) != 1 {
 		t.Fatalf("%d orders, want 1", len(unique))
+	}
+}
+
+// failKeep makes a client's next store of a record fail at once, the way a
+// write refused in a failover does, without sending it.
+type failKeep struct{ armed atomic.Bool }
+
+func (h *failKeep) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failKeep) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 1 && args[1] == completeScript.Hash() && h.armed.CompareAndSwap(true, false) {
+			err := errors.New("READONLY You can't write against a read only replica")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *failKeep) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A record Redis refused to keep frees its key: the retry runs work again
+// at once (the caller's own check answers it) instead of meeting ErrInUse
+// until the lease ends.
+func TestDoFreesTheKeyWhenTheKeepFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := testRedis(t)
+	hook := &failKeep{}
+	rdb.AddHook(hook)
+	s := NewStore(rdb, StoreOptions{Prefix: prefix, Lease: time.Hour})
+	scope := Scope("u1", "POST", "/orders", "k1")
+	hook.armed.Store(true)
+	done, err := s.Do(ctx, scope, "fp1", func(context.Context) Record { return Record{Status: 201, Body: []byte("first")} })
+	if err != nil || done.Unsaved == nil || done.Replayed {
+		t.Fatalf("first Do: %+v, %v; want an answer marked unsaved", done, err)
+	}
+	runs := 0
+	done, err = s.Do(ctx, scope, "fp1", func(context.Context) Record { runs++; return Record{Status: 201, Body: []byte("again")} })
+	if err != nil || runs != 1 || done.Unsaved != nil {
+		t.Fatalf("retry: %+v, %v, work ran %d times; want it run once and kept", done, err, runs)
 	}
 }
