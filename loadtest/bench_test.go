@@ -175,3 +175,15 @@ func TestNginxConfMapsTheShippedConfig(t *testing.T) {
 		t.Error("three upstreams mapped onto one shop without an error")
 	}
 }
+
+// The module root the harness builds the shop in and reads deploy/ from is
+// this repository's.
+func TestModuleRoot(t *testing.T) {
+	root, err := moduleRoot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "deploy", "nginx.conf")); err != nil {
+		t.Fatalf("module root %s: %v", root, err)
+	}
+}

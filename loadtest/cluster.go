@@ -513,13 +513,26 @@ func tail(path string, n int) string {
 	return "    " + strings.Join(lines, "\n    ")
 }
 
-// buildShop builds the shop binary from this module into dir.
-func buildShop(ctx context.Context, dir string) (string, error) {
+// moduleRoot is the directory of this module's go.mod (the harness runs
+// from inside the repository).
+func moduleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("go env GOMOD: not inside a module (run the harness from the repository)")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// buildShop builds the shop binary from this module into dir.
+func buildShop(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
 	bin := filepath.Join(dir, "shop")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/shop")
 	cmd.Dir = root

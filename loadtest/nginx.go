@@ -24,11 +24,11 @@ func startNginx(ctx context.Context, workdir string, shops []string) (string, fu
 			return "", nil, exec.ErrNotFound
 		}
 	}
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	root, err := moduleRoot(ctx)
 	if err != nil {
-		return "", nil, fmt.Errorf("go env GOMOD: %w", err)
+		return "", nil, err
 	}
-	conf, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "deploy", "nginx.conf"))
+	conf, err := os.ReadFile(filepath.Join(root, "deploy", "nginx.conf"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -66,8 +66,9 @@ func startNginx(ctx context.Context, workdir string, shops []string) (string, fu
 		}
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	probe := &http.Client{Timeout: time.Second} // a stuck probe must not outlast the deadline
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(base + "/nginx-health"); err == nil {
+		if resp, err := probe.Get(base + "/nginx-health"); err == nil {
 			resp.Body.Close()
 			return base, stop, nil
 		}
