@@ -161,9 +161,7 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 		}
 		return m.bearer(l.users.take(1))
 	}
-	tr := benchTransport(clients, cmp.Or(l.timeout, 30*time.Second))
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
+	timeout := cmp.Or(l.timeout, 30*time.Second)
 	// Every client is started and parked before the clock starts, so that
 	// thousands of them begin together rather than as the scheduler gets
 	// to them behind the ones already looping.
@@ -174,8 +172,13 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 	for i := range clients {
 		wg.Go(func() {
 			ranked := l.ranks(targets, i)
+			// Each client its own connection, as a k6 VU or a browser
+			// has: with one pool for all, a request waits for whichever
+			// connection frees first, behind other clients' requests.
+			tr := benchTransport(timeout)
+			defer tr.CloseIdleConnections()
 			<-begin
-			results[i] = l.client(ctx, hc, ranked, bearer, t0, t1)
+			results[i] = l.client(ctx, &http.Client{Transport: tr}, ranked, bearer, t0, t1)
 		})
 	}
 	start := time.Now()
@@ -342,13 +345,13 @@ func statusText(s int) string {
 
 func answersText(m map[string]int) string { return outcomes(m) }
 
-// benchTransport keeps one idle connection per client (keep-alive all the
-// way) and adds nothing the shop's answers do not need.
-func benchTransport(clients int, timeout time.Duration) *http.Transport {
+// benchTransport is one client's: one keep-alive connection, and nothing
+// the shop's answers do not need.
+func benchTransport(timeout time.Duration) *http.Transport {
 	return &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          clients,
-		MaxIdleConnsPerHost:   clients,
+		MaxIdleConns:          1,
+		MaxIdleConnsPerHost:   1,
 		IdleConnTimeout:       time.Minute,
 		ResponseHeaderTimeout: timeout,
 		DisableCompression:    true,

@@ -29,6 +29,7 @@ func newServer(c platform.Config, h http.Handler) *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       httpapi.ConnContext,
+		ConnState:         httpapi.ConnState,
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 
 // Listener wraps ln for serving: at most maxConns connections are open at
 // once, and one more is answered at once with 503 overloaded (see
-// capListener) instead of waiting unanswered in the listen backlog; every
+// capListener) instead of waiting unanswered in the listen backlog, unless
+// a long-idle keep-alive connection gives up its slot (the server's
+// ConnState must be this package's ConnState for that); every
 // connection is watched for a request head carrying both Content-Length
 // and Transfer-Encoding. Go's server drops the Content-Length of such a
 // request before a handler can see it; RFC 9112 calls the pair a smuggling
@@ -24,8 +26,12 @@ func Listener(ln net.Listener, maxConns int, reg prometheus.Registerer) net.List
 			Namespace: "shop", Name: "http_overloaded_total",
 			Help: "Connections over SHOP_MAX_CONNS, answered 503 overloaded before anything was read.",
 		})
-		reg.MustRegister(refused)
-		ln = &capListener{Listener: ln, slots: make(chan struct{}, maxConns), drains: make(chan struct{}, maxDrains), refused: refused}
+		evicted := prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "shop", Name: "http_idle_evicted_total",
+			Help: "Keep-alive connections idle for 5 s or more closed to give their slot to a connection over SHOP_MAX_CONNS.",
+		})
+		reg.MustRegister(refused, evicted)
+		ln = &capListener{Listener: ln, slots: make(chan struct{}, maxConns), drains: make(chan struct{}, maxDrains), refused: refused, evicted: evicted}
 	}
 	return sniffListener{ln}
 }

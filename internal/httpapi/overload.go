@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"container/list"
 	"net"
+	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,23 +21,47 @@ import (
 // flash-sale crowd left in the listen backlog gets silence until it gives
 // up, which is worse for it than "retry in a second" and invisible to the
 // shop's metrics.
+//
+// A slot held by a keep-alive connection that has sat idle for
+// idleEvictAfter is given to the newcomer instead (nginx does the same with
+// its idle keep-alive connections when worker_connections run out): idle
+// browsers must not lock a buying crowd out for the whole IdleTimeout.
 type capListener struct {
 	net.Listener
 	slots   chan struct{} // one token per open connection
 	drains  chan struct{} // one token per refused connection still draining
 	refused prometheus.Counter
+	evicted prometheus.Counter
+
+	mu   sync.Mutex
+	idle list.List // *capConn between requests, longest idle first
 }
 
-// maxDrains bounds the refused connections answered and drained at once
-// (a goroutine each, and a 512-byte buffer once answered); past it a
-// refused connection is answered and closed in the accept loop without
-// waiting for its request (see answerOverloaded for what that risks).
-const maxDrains = 1024
+// idleEvictAfter is how long a keep-alive connection must have been idle
+// before a connection over the cap may take its slot. A client whose idle
+// connection is closed retries on a new one (RFC 9112 9.3.1 allows the
+// server to close an idle connection at any time); one that sends its next
+// request just as it is closed sees the same race as at IdleTimeout, so
+// the bar is well above the gap between a busy client's requests.
+const idleEvictAfter = 5 * time.Second
 
-// awaitFor bounds the wait for a refused connection's request; drainFor and
-// drainMax how long and how much of it is read after the answer.
+// maxDrains bounds the refused connections waited on, answered and drained
+// at once: a parked goroutine each (a few KiB; 10,000 of them add about
+// 5 MB to the peak RSS, see the bench's memory phase), and a 512-byte
+// buffer once answered. It is sized for a crowd several times the cap:
+// past it a refused connection is answered and closed in the accept loop
+// without waiting for its request, which a Go client (k6 among them) may
+// drop as unsolicited and report as a failed request.
+const maxDrains = 16384
+
+// awaitFor bounds the wait for a refused connection's request: long enough
+// for a client on a starved machine to send it (a crowd's clients are slow
+// to write right after connecting; answered before its request, the
+// client may drop the answer), short enough that connections that never
+// send free their place soon. drainFor and drainMax bound how long and how
+// much of the request is read after the answer.
 const (
-	awaitFor = time.Second
+	awaitFor = 5 * time.Second
 	drainFor = 2 * time.Second
 	drainMax = 64 << 10
 )
@@ -57,10 +84,8 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.slots <- struct{}{}:
-			return &capConn{Conn: c, slots: l.slots}, nil
-		default:
+		if l.take() {
+			return &capConn{Conn: c, l: l}, nil
 		}
 		l.refused.Inc()
 		select {
@@ -127,17 +152,72 @@ func answerOverloaded(c net.Conn, drain time.Duration) {
 	}
 }
 
+// take takes a free slot or, with none free, the slot of the connection
+// idle longest if it has been idle idleEvictAfter (closed to give it up).
+func (l *capListener) take() bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+	}
+	l.mu.Lock()
+	var old *capConn
+	if e := l.idle.Front(); e != nil && time.Since(e.Value.(*capConn).idleSince) >= idleEvictAfter {
+		old = e.Value.(*capConn)
+		l.idle.Remove(e)
+		old.idleAt = nil
+	}
+	l.mu.Unlock()
+	if old == nil {
+		return false
+	}
+	l.evicted.Inc()
+	_ = old.Close() // its slot is back when Close returns
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default: // taken by a connection that went past the cap at the same moment
+		return false
+	}
+}
+
+// ConnState is the http.Server hook that tells the connection cap which
+// connections are idle between requests (see capListener).
+func ConnState(c net.Conn, state http.ConnState) {
+	if sc, ok := c.(*sniffConn); ok {
+		c = sc.Conn
+	}
+	cc, ok := c.(*capConn)
+	if !ok {
+		return
+	}
+	l := cc.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cc.idleAt != nil {
+		l.idle.Remove(cc.idleAt)
+		cc.idleAt = nil
+	}
+	if state == http.StateIdle {
+		cc.idleSince = time.Now()
+		cc.idleAt = l.idle.PushBack(cc)
+	}
+}
+
 // capConn gives its slot back when it is closed, once.
 type capConn struct {
 	net.Conn
-	slots  chan struct{}
+	l      *capListener
 	closed atomic.Bool
+
+	idleSince time.Time     // guarded by l.mu
+	idleAt    *list.Element // in l.idle while idle; guarded by l.mu
 }
 
 func (c *capConn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
-		<-c.slots
+		<-c.l.slots
 	}
 	return err
 }

@@ -110,7 +110,7 @@ func TestOverCapAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(awaitFor + 5*time.Second)) // nothing sent: answered once awaitFor is up
 		if _, err := io.WriteString(c, tc.request); err != nil {
 			t.Fatalf("%s: send: %v", tc.name, err)
 		}
@@ -194,4 +194,62 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
+}
+
+// A keep-alive connection idle for idleEvictAfter gives its slot to a
+// connection over the cap, which is then served; one idle for less does
+// not, and the newcomer is answered 503 overloaded.
+func TestIdleConnectionGivesWay(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ConnState: ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = srv.Serve(Listener(inner, 1, reg)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := inner.Addr().String()
+	get := func(c net.Conn) (int, error) {
+		_ = c.SetDeadline(time.Now().Add(awaitFor + 5*time.Second))
+		if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n"); err != nil {
+			return 0, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	idle := dial()
+	if code, err := get(idle); err != nil || code != http.StatusOK {
+		t.Fatalf("first connection: %d %v", code, err)
+	}
+	idleFrom := time.Now()
+	if code, err := get(dial()); err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("over the cap while the other connection is freshly idle: %d %v, want 503", code, err)
+	}
+	time.Sleep(time.Until(idleFrom.Add(idleEvictAfter + 200*time.Millisecond)))
+	if code, err := get(dial()); err != nil || code != http.StatusOK {
+		t.Fatalf("over the cap with a connection idle for %s: %d %v, want 200 (served in its slot)", idleEvictAfter, code, err)
+	}
+	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := idle.Read(make([]byte, 1)); err == nil {
+		t.Errorf("the idle connection is still open (read %d bytes)", n)
+	}
+	if got := counterValue(t, reg, "shop_http_idle_evicted_total"); got != 1 {
+		t.Errorf("shop_http_idle_evicted_total = %v, want 1", got)
+	}
 }
