@@ -111,10 +111,12 @@ else
 fi
 
 # The seckill SLO threshold (p99 <= 100 ms) is the scripts' default; CI
-# shares two cores with other jobs (300 buyers of one product queued 5 to
-# 60 s there, depending on the load), so the smoke only catches a stuck shop
-# (SMOKE_SLO_P99_MS, default 2 minutes) and keeps every invariant,
-# dropped_iterations included.
+# shares two cores with other jobs, so the smoke raises the bar
+# (SMOKE_SLO_P99_MS, default 30 s) and keeps every invariant,
+# dropped_iterations included. 30 s stays under the runner's 60 s request
+# timeout, so a shop that answers but crawls fails here, not only one whose
+# requests time out; 300 buyers of one product measured p99 0.9 s on a
+# 2-core machine at load 5, and 16 s in the README's sample run.
 run_ok() {
 	echo "== $*"
 	k6 "$@"
@@ -127,8 +129,8 @@ run_ok() {
 		sed -n '/: thresholds$/,$p' "$work/last.out"
 	fi
 }
-run_ok seckill-race "$safe" SCENARIO=race USERS=300 STOCK=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-120000}"
-run_ok seckill-race "$safe" SCENARIO=spike USERS=100 STOCK=20 RATE=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-120000}"
+run_ok seckill-race "$safe" SCENARIO=race USERS=300 STOCK=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-30000}"
+run_ok seckill-race "$safe" SCENARIO=spike USERS=100 STOCK=20 RATE=50 VUS=300 SLO_P99_MS="${SMOKE_SLO_P99_MS:-30000}"
 run_ok retry-storm "$safe" USERS=40 STOCK=10 RATE=20 RETRIES=2
 run_ok orders-idempotency "$safe" USERS=20 STOCK=30 VUS=5
 run_ok pay-retry "$safe" USERS=10 VUS=5
