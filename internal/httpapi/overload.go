@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // capListener keeps at most cap(slots) connections open. A connection over
@@ -66,10 +64,10 @@ const (
 	drainMax = 64 << 10
 )
 
-// overloadedAnswer is the whole 503 overloaded response, built once.
+// overloadedAnswer is the whole 503 overloaded response, built once; its
+// body is the problem problemFor makes, as every other error answer's is.
 var overloadedAnswer = func() []byte {
-	body := mustJSON(wire.Problem{Type: "urn:shop:problem:overloaded", Title: codes["overloaded"].title, Status: codes["overloaded"].status,
-		Detail: "the instance is at its connection cap (SHOP_MAX_CONNS); nothing was read or changed, retry later", Code: "overloaded"})
+	body := mustJSON(problemFor(newError("overloaded", "the instance is at its connection cap (SHOP_MAX_CONNS); nothing was read or changed, retry later")))
 	return []byte("HTTP/1.1 503 Service Unavailable\r\n" +
 		"Content-Type: application/problem+json\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n" +
