@@ -81,19 +81,22 @@ func (r benchRaw) plus(s benchRaw) benchRaw {
 
 // benchOrders is one hot-product phase.
 type benchOrders struct {
-	Instances    int            `json:"instances"`
-	Routing      string         `json:"routing"`    // how the clients reach the instances (see benchRoute)
-	Coalescing   bool           `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
-	Clients      int            `json:"clients"`
-	Committed    int64          `json:"committed"` // order rows of the product that appeared in the window
-	Seconds      float64        `json:"seconds"`
-	OrdersPerSec float64        `json:"orders_per_s"`
-	OfRaw        float64        `json:"of_raw_ceiling"`  // OrdersPerSec / Raw.TxPerSec (set when the ceiling is known)
-	OfOne        float64        `json:"of_one_instance"` // OrdersPerSec / the coalesced one-instance phase's
-	Load         benchRate      `json:"load"`
-	BatchMean    float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
-	Series       []benchSample  `json:"series"`
-	Answers      map[string]int `json:"answers"`
+	Instances    int     `json:"instances"`
+	Routing      string  `json:"routing"`    // how the clients reach the instances (see benchRoute)
+	Coalescing   bool    `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
+	Clients      int     `json:"clients"`
+	Committed    int64   `json:"committed"` // order rows of the product that appeared in the window
+	Seconds      float64 `json:"seconds"`
+	OrdersPerSec float64 `json:"orders_per_s"`
+	OfRaw        float64 `json:"of_raw_ceiling"`  // OrdersPerSec / Raw.TxPerSec (set when the ceiling is known)
+	OfOne        float64 `json:"of_one_instance"` // OrdersPerSec / the coalesced one-instance phase's
+	// OfOneNginx: for an nginx phase of several instances, OrdersPerSec /
+	// the one-instance-behind-nginx phase's (same proxy, same cores).
+	OfOneNginx float64        `json:"of_one_instance_nginx,omitempty"`
+	Load       benchRate      `json:"load"`
+	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
+	Series     []benchSample  `json:"series"`
+	Answers    map[string]int `json:"answers"`
 }
 
 // benchSample is one second of a hot-product phase.
@@ -136,6 +139,13 @@ type benchMemory struct {
 	MaxRSSMB   float64   `json:"max_rss_mb"`   // highest VmRSS sampled every 100 ms
 	StartRSSMB float64   `json:"start_rss_mb"` // VmRSS before the phase
 	MaxConns   string    `json:"max_conns"`    // the shop's connection cap, as configured
+	// ListenOverflows: connects the kernel dropped during the phase
+	// because a listen queue was full (TcpExt ListenOverflows, whole
+	// machine; -1: not known), and SoMaxConn the queue's bound
+	// (net.core.somaxconn; Go listens with it). A dropped connect is
+	// retried by the client's kernel 1 s, 3 s, 7 s later.
+	ListenOverflows int64 `json:"listen_overflows"`
+	SoMaxConn       int64 `json:"somaxconn,omitempty"`
 }
 
 // benchTarget is one target of issue 14 next to this run's figure.
@@ -220,18 +230,25 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 	if err := h.benchRun(ctx, b, sqlDB, common, users, br); err != nil {
 		r.Error = err.Error()
 	}
-	one := 0.0
+	one, oneNginx := 0.0, 0.0
 	for _, o := range br.Orders {
-		if o.Instances == 1 && o.Coalescing && one == 0 {
+		switch {
+		case o.Instances != 1 || !o.Coalescing:
+		case o.Routing == routeDirect && one == 0:
 			one = o.OrdersPerSec
+		case o.Routing == routeNginx && oneNginx == 0:
+			oneNginx = o.OrdersPerSec
 		}
 	}
-	for i := range br.Orders {
+	for i, o := range br.Orders {
 		if br.Raw.TxPerSec > 0 {
-			br.Orders[i].OfRaw = br.Orders[i].OrdersPerSec / br.Raw.TxPerSec
+			br.Orders[i].OfRaw = o.OrdersPerSec / br.Raw.TxPerSec
 		}
 		if one > 0 {
-			br.Orders[i].OfOne = br.Orders[i].OrdersPerSec / one
+			br.Orders[i].OfOne = o.OrdersPerSec / one
+		}
+		if oneNginx > 0 && o.Routing == routeNginx && o.Instances > 1 {
+			br.Orders[i].OfOneNginx = o.OrdersPerSec / oneNginx
 		}
 	}
 	br.Targets = benchTargets(br)
@@ -256,6 +273,9 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	}
 	users.secret = []byte(c1.secret)
 	err = h.benchOneInstance(ctx, db, c1, users, br)
+	if err == nil {
+		err = h.benchBehindNginx(ctx, db, c1, users, br)
+	}
 	c1.close()
 	if err != nil {
 		return err
@@ -275,16 +295,6 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 		{routing: routeAffine, urls: c3.urls(), shops: 3, affine: true},
 		{routing: routeSpread, urls: c3.urls(), shops: 3},
 	}
-	front, stop, err := startNginx(ctx, h.workdir, c3.urls())
-	switch {
-	case err == nil:
-		defer stop()
-		routes = append(routes, benchRoute{routing: routeNginx, urls: []string{front}, shops: 3})
-	case errors.Is(err, exec.ErrNotFound):
-		h.benchSay("bench: %s", routeNoNginx)
-	default:
-		return err
-	}
 	for _, rt := range routes {
 		h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, o.clients)
 		ord, err := h.benchOrders(ctx, db, c3, users, rt)
@@ -292,6 +302,9 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 		if err != nil {
 			return err
 		}
+	}
+	if err := h.benchBehindNginx(ctx, db, c3, users, br); err != nil {
+		return err
 	}
 	if slices.Contains(common, "SHOP_BATCH_MAX=1") {
 		return nil
@@ -306,6 +319,29 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	users.secret = []byte(off.secret)
 	h.benchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.clients)
 	ord, err := h.benchOrders(ctx, db, off, users, benchRoute{routing: routeDirect, urls: off.urls(), shops: 1})
+	br.Orders = append(br.Orders, ord)
+	return err
+}
+
+// benchBehindNginx runs a hot-product phase through nginx with
+// deploy/nginx.conf in front of c's instances, when nginx is installed. The
+// one-instance run is the baseline of the three-instance one: nginx takes
+// its share of the same cores in both.
+func (h *harness) benchBehindNginx(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers, br *benchReport) error {
+	front, stop, err := startNginx(ctx, h.workdir, c.urls())
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		if len(c.urls()) == 1 {
+			h.benchSay("bench: %s", routeNoNginx)
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	defer stop()
+	rt := benchRoute{routing: routeNginx, urls: []string{front}, shops: len(c.urls())}
+	h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
+	ord, err := h.benchOrders(ctx, db, c, users, rt)
 	br.Orders = append(br.Orders, ord)
 	return err
 }
@@ -585,15 +621,66 @@ func benchMemoryPhase(ctx context.Context, c *cluster, l benchLoad, o benchOptio
 	}()
 	// Clients beyond the shop's connection cap are answered 503
 	// overloaded at once; one that waits 5 s for an answer counts as "no
-	// answer".
+	// answer". The crowd connects over the first second, as a crowd
+	// arriving does: ten thousand connects in the same millisecond
+	// overflow a default Linux listen queue (somaxconn 4096) before any
+	// server can accept them, and the kernel drops them (counted below).
 	l.timeout = 5 * time.Second
+	l.rampIn = time.Second
+	overflows := listenOverflows()
+	out.SoMaxConn = soMaxConn()
 	out.Load, err = l.run(ctx, c.urls()[:1], o.rssClients, 0, o.rssDuration)
+	if after := listenOverflows(); overflows >= 0 && after >= 0 {
+		out.ListenOverflows = after - overflows
+	} else {
+		out.ListenOverflows = -1
+	}
 	close(stop)
 	out.MaxRSSMB = <-sampled
 	if st, e := procStatus(pid); e == nil {
 		out.PeakRSSMB = st["VmHWM"]
 	}
 	return out, err
+}
+
+// listenOverflows is the kernel's count of connects dropped on a full
+// listen queue (TcpExt ListenOverflows in /proc/net/netstat); -1: unknown.
+func listenOverflows() int64 {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return -1
+	}
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "TcpExt:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "ListenOverflows" && i < len(f) {
+				n, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					return -1
+				}
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// soMaxConn is net.core.somaxconn, the bound of a listen queue; 0: unknown.
+func soMaxConn() int64 {
+	b, err := os.ReadFile("/proc/sys/net/core/somaxconn")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
 }
 
 // procStatus reads the kB fields of /proc/<pid>/status, in MB.

@@ -171,8 +171,12 @@ func TestNginxConfMapsTheShippedConfig(t *testing.T) {
 			t.Errorf("mapped nginx.conf lacks %q", want)
 		}
 	}
-	if _, err := nginxConf(string(conf), 4321, []string{"http://127.0.0.1:1"}, "/tmp/e.log"); err == nil {
-		t.Error("three upstreams mapped onto one shop without an error")
+	one, err := nginxConf(string(conf), 4321, []string{"http://127.0.0.1:1"}, "/tmp/e.log")
+	if err != nil || strings.Count(one, "server 127.0.0.1:1 ") != 3 {
+		t.Errorf("one shop: every upstream server should be it (%v):\n%s", err, one)
+	}
+	if _, err := nginxConf(string(conf), 4321, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, "/tmp/e.log"); err == nil {
+		t.Error("three upstreams mapped onto two shops without an error")
 	}
 }
 

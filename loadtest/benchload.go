@@ -104,6 +104,9 @@ type benchLoad struct {
 	// deploy/nginx.conf does for a product's seckill orders (see
 	// rendezvous); false spreads the clients round robin.
 	affine bool
+	// rampIn spreads the clients' first requests (and so their connects)
+	// over this time, client i at i/clients of it; 0: all at once.
+	rampIn time.Duration
 }
 
 // rendezvous ranks urls for key by highest random weight: the first is
@@ -178,6 +181,9 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 			tr := benchTransport(timeout)
 			defer tr.CloseIdleConnections()
 			<-begin
+			if l.rampIn > 0 {
+				time.Sleep(l.rampIn * time.Duration(i) / time.Duration(clients))
+			}
 			results[i] = l.client(ctx, &http.Client{Transport: tr}, ranked, bearer, t0, t1)
 		})
 	}

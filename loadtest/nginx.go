@@ -36,7 +36,7 @@ func startNginx(ctx context.Context, workdir string, shops []string) (string, fu
 	if err != nil {
 		return "", nil, err
 	}
-	dir := filepath.Join(workdir, "nginx")
+	dir := filepath.Join(workdir, fmt.Sprintf("nginx-%d", len(shops)))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
 	}
@@ -85,20 +85,25 @@ func startNginx(ctx context.Context, workdir string, shops []string) (string, fu
 }
 
 // nginxConf maps deploy/nginx.conf onto loopback: nginx listens on port,
-// shopN:8080 becomes the address of shops[N-1], and the access log is off.
+// shopN:8080 becomes the address of shops[N-1] (with one shop, every
+// upstream server is that shop: the bench's one-instance baseline behind
+// nginx), and the access log is off.
 func nginxConf(conf string, port int, shops []string, errorLog string) (string, error) {
 	n, total := 0, 0
 	conf = regexp.MustCompile(`server shop(\d+):8080`).ReplaceAllStringFunc(conf, func(m string) string {
 		total++
 		var i int
 		_, _ = fmt.Sscanf(m, "server shop%d:8080", &i)
+		if len(shops) == 1 && i >= 1 {
+			i = 1
+		}
 		if i < 1 || i > len(shops) {
 			return m
 		}
 		n++
 		return "server " + strings.TrimPrefix(shops[i-1], "http://")
 	})
-	if n != total || n != len(shops) {
+	if n != total || (n != len(shops) && len(shops) != 1) {
 		return "", fmt.Errorf("deploy/nginx.conf: %d upstream servers, %d of them mapped onto %d shops", total, n, len(shops))
 	}
 	for old, repl := range map[string]string{
