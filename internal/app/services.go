@@ -35,6 +35,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	products := inventory.New(db.DB, locks, rdb, inventory.Config{
 		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait,
 		KeyPrefix: c.RedisPrefix, SoldOutRecheck: c.SoldOutCache, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
+		Buckets: int(c.StockBuckets), HomeBucket: int(c.HomeBucket),
 	}, inventory.NewMetrics(reg), log)
 	markers := idem.NewMarkers(rdb, c.RedisPrefix+"done:", c.IdemRetention)
 	orders := order.New(db.DB, products, markers, order.Config{

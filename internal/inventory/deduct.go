@@ -27,6 +27,21 @@ type Take struct {
 	strategy string   // the admission's, resolved once per request
 	seen     *Product // prepare's read, for the read-modify-write lab strategies
 	soldOut  bool     // the last DeductTx left the product known to be sold out
+
+	// A product held in buckets (buckets.go): K, and either the one bucket
+	// this hold deducts from or, all, every bucket under fences (indexed
+	// by bucket).
+	buckets int
+	bucket  int
+	all     bool
+	fences  []Fence
+	// What the last DeductTx of a bucket found: wants it left open
+	// (ErrElsewhere), whether it left the bucket empty, and, for all,
+	// the buckets it left empty (swept: it ran).
+	open    int
+	emptied bool
+	swept   bool
+	left    uint64
 }
 
 // prepare is the part of a deduction that runs before the caller opens its
@@ -107,12 +122,16 @@ func (t Taken) Granted() int {
 //
 // Errors: ErrNotFound, errStaleFence (Guard retries), or the database's.
 func (s *Service) DeductTx(tx *gorm.DB, t *Take, wants []Want) (taken Taken, err error) {
-	switch t.strategy {
-	case Naive, Lock:
+	switch {
+	case t.all:
+		taken, err = s.fromAll(tx, t, wants)
+	case t.buckets > 1:
+		taken, err = s.fromBucket(tx, t, wants)
+	case t.strategy == Naive || t.strategy == Lock:
 		taken, err = s.readModifyWrite(tx, t, wants)
-	case Conditional:
+	case t.strategy == Conditional:
 		taken, err = s.conditional(tx, t, wants)
-	case LockConditional:
+	case t.strategy == LockConditional:
 		taken, err = s.fenced(tx, t, wants, Fence{})
 	default:
 		taken, err = s.fenced(tx, t, wants, t.Fence)
@@ -234,17 +253,24 @@ func (s *Service) conditional(tx *gorm.DB, t *Take, wants []Want) (Taken, error)
 // its holder are recorded. RowsAffected says whether it happened.
 func moveStock(tx *gorm.DB, id, delta int64, fence Fence) *gorm.DB {
 	q, args := "UPDATE products SET stock = stock + ?, version = version + 1, updated_at = ?", []any{delta, dbx.Now()}
+	q, args = guardedMove(q, args, " WHERE id = ?", []any{id}, delta, fence)
+	return tx.Exec(q, args...)
+}
+
+// guardedMove completes a stock row's UPDATE (set, then where) with the
+// fence it records and the conditions moveStock states.
+func guardedMove(q string, args []any, where string, whereArgs []any, delta int64, fence Fence) (string, []any) {
 	if fence.Number > 0 {
 		q, args = q+", fence = ?, fence_holder = ?", append(args, fence.Number, fence.Holder)
 	}
-	q, args = q+" WHERE id = ?", append(args, id)
+	q, args = q+where, append(args, whereArgs...)
 	if delta < 0 {
 		q, args = q+" AND stock >= ?", append(args, -delta)
 	}
 	if fence.Number > 0 {
 		q, args = q+" AND (fence < ? OR (fence = ? AND fence_holder = ?))", append(args, fence.Number, fence.Number, fence.Holder)
 	}
-	return tx.Exec(q, args...)
+	return q, args
 }
 
 // refuses says whether the row takes no write under fence: a newer fence
@@ -284,7 +310,7 @@ func (s *Service) ledger(tx *gorm.DB, t *Take, wants []Want, refused []error) er
 	for i, w := range wants {
 		if refused[i] == nil {
 			no := w.OrderNo
-			rows = append(rows, LedgerRow{ProductID: t.ProductID, Delta: -w.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: t.Fence.Number, CreatedAt: now})
+			rows = append(rows, LedgerRow{ProductID: t.ProductID, Delta: -w.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: t.Fence.Number, Bucket: t.bucket, CreatedAt: now})
 		}
 	}
 	if len(rows) == 0 {

@@ -1,9 +1,15 @@
 package inventory
 
+import "context"
+
 // Unadmitted is an admission that took nothing from the gate, for tests
 // that write a want the way a batch does without touching the gate.
 func (s *Service) Unadmitted(productID int64) Admission {
-	return Admission{productID: productID, strategy: s.StrategyOf(productID)}
+	a := Admission{productID: productID, strategy: s.StrategyOf(productID), buckets: 1}
+	if k, err := s.bucketsOf(context.Background(), productID); err == nil && k > 1 {
+		a.strategy, a.buckets = LockFence, k
+	}
+	return a
 }
 
 // PauseSeeding has f run between the gate seed's read of the product row and

@@ -188,6 +188,7 @@ type Admission struct {
 	orderNo   string
 	quantity  int64
 	strategy  string
+	buckets   int    // the product's K
 	gen       string // the hold's generation; "" = nothing held
 }
 
@@ -204,6 +205,13 @@ func (a Admission) Locks() bool { return locks(a.strategy) }
 // units are admitted and not committed yet.
 func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, quantity int64) (Admission, error) {
 	a := Admission{productID: productID, orderNo: orderNo, quantity: quantity, strategy: s.StrategyOf(productID)}
+	k, err := s.bucketsOf(ctx, productID)
+	if err != nil {
+		return a, err
+	}
+	if a.buckets = k; k > 1 {
+		a.strategy = LockFence // the only strategy that walks buckets
+	}
 	if a.strategy != RedisGate {
 		return a, nil
 	}

@@ -66,6 +66,13 @@ type Config struct {
 	// their request before any instance may reap them; 0 = the default
 	// (see gateLease).
 	GateLease time.Duration
+	// Buckets is K, how many stock buckets a product created here gets
+	// (buckets.go); 0 or 1 = one, the products row alone. More than one
+	// needs the lock-fence strategy.
+	Buckets int
+	// HomeBucket is the bucket this instance deducts from first, mod a
+	// product's K; negative = a random one, drawn once per process.
+	HomeBucket int
 
 	// Lab faults, off by default.
 	PauseAfterLock   time.Duration
@@ -81,6 +88,7 @@ type Product struct {
 	Fence       int64     `json:"-"`
 	FenceHolder string    `json:"-"` // the lock holder that wrote Fence (lockx.Fence)
 	Version     int64     `json:"-"`
+	Buckets     int       `json:"-"` // K: bucket 0 is this row, 1..K-1 are stock_buckets rows
 	IdemRef     *string   `json:"-"`
 	RequestHash string    `json:"-"`
 	CreatedAt   time.Time `json:"created_at"`
@@ -97,6 +105,7 @@ type LedgerRow struct {
 	Ref         *string
 	RequestHash string
 	Fence       int64
+	Bucket      int // the stock bucket an order took from (0: the products row)
 	CreatedAt   time.Time
 }
 
@@ -127,6 +136,10 @@ type Service struct {
 
 	labMu       sync.RWMutex
 	labStrategy map[int64]string // LAB: per-product override of cfg.Strategy
+
+	home    int        // this instance's home bucket, before mod K
+	buckets sync.Map   // product id -> its K (never changes after create)
+	empty   *emptyBook // buckets this instance found empty
 }
 
 // New builds the service. Run Follow to hear of restocks in other instances.
@@ -137,13 +150,27 @@ func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m, soldOut: newSoldOutBook(cfg.SoldOutRecheck)}
+	home := cfg.HomeBucket
+	if home < 0 {
+		home = rand.IntN(1 << 20)
+	}
+	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m, soldOut: newSoldOutBook(cfg.SoldOutRecheck),
+		home: home, empty: newEmptyBook()}
 }
 
 // Strategy is the deduction strategy in use.
 func (s *Service) Strategy() string { return s.cfg.Strategy }
 
 func lockKey(id int64) string { return "product:" + strconv.FormatInt(id, 10) }
+
+// bucketKey is the lock key of one stock bucket: bucket 0's is the
+// product's own (lockKey), so a one-bucket product locks as it always did.
+func bucketKey(id int64, bucket int) string {
+	if bucket == 0 {
+		return lockKey(id)
+	}
+	return lockKey(id) + ":" + strconv.Itoa(bucket)
+}
 
 // Create makes a product and its opening ledger row in one transaction.
 // idemRef (a scoped Idempotency-Key, may be empty) makes a retried create
@@ -172,7 +199,9 @@ func (s *Service) CreateLab(ctx context.Context, name string, priceCents, stock 
 }
 
 // create inserts the product and its create ledger row, and its lab mark
-// when labStrategy is set.
+// when labStrategy is set. A shop product gets Config.Buckets buckets, its
+// opening stock split over them (a lab product always one: its race is
+// about the strategy alone).
 func (s *Service) create(ctx context.Context, name string, priceCents, stock int64, idemRef, hash, labStrategy string) (p Product, created bool, err error) {
 	if idemRef != "" {
 		// A repeat (a retry, the demo catalog at every start) finds its
@@ -183,17 +212,25 @@ func (s *Service) create(ctx context.Context, name string, priceCents, stock int
 			return Product{}, false, err
 		}
 		if len(prev) == 1 {
-			return prev[0], false, nil
+			return s.replay(ctx, prev[0])
 		}
 	}
+	k := 1
+	if labStrategy == "" {
+		k = max(1, s.cfg.Buckets)
+	}
+	shares := spread(stock, k)
 	now := dbx.Now()
-	p = Product{Name: name, PriceCents: priceCents, Stock: stock, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
+	p = Product{Name: name, PriceCents: priceCents, Stock: shares[0], Buckets: k, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
 	if idemRef != "" {
 		p.IdemRef = &idemRef
 	}
 	err = dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		p.ID = 0 // a rerun transaction must not reuse the rolled-back id
 		if err := tx.Create(&p).Error; err != nil {
+			return err
+		}
+		if err := createBuckets(tx, p.ID, shares); err != nil {
 			return err
 		}
 		if labStrategy != "" {
@@ -208,30 +245,48 @@ func (s *Service) create(ctx context.Context, name string, priceCents, stock int
 		if e := s.db.WithContext(ctx).Where("idem_ref = ?", idemRef).Take(&prev).Error; e != nil {
 			return Product{}, false, e
 		}
-		return prev, false, nil
+		return s.replay(ctx, prev)
+	}
+	if err == nil {
+		p.Stock = stock
+		s.buckets.Store(p.ID, k)
 	}
 	return p, err == nil, err
 }
 
-// Get returns one product.
-func (s *Service) Get(ctx context.Context, id int64) (Product, error) {
-	return readProduct(s.db.WithContext(ctx), id)
+// replay answers a create repeated under its ref with the product it made,
+// its Stock summed over its buckets.
+func (s *Service) replay(ctx context.Context, prev Product) (Product, bool, error) {
+	if prev.Buckets > 1 {
+		p, err := s.Get(ctx, prev.ID)
+		return p, false, err
+	}
+	return prev, false, nil
 }
 
-// List returns up to limit products with id > after, by id.
+// Get returns one product, its Stock and Version summed over its buckets.
+func (s *Service) Get(ctx context.Context, id int64) (Product, error) {
+	return readTotal(s.db.WithContext(ctx), id)
+}
+
+// List returns up to limit products with id > after, by id, each summed
+// over its buckets.
 func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, error) {
-	var ps []Product
-	err := s.db.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&ps).Error
-	return ps, err
+	return readTotals(s.db.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit))
 }
 
 // Restock adds quantity under the product's lock, writes a ledger row and
 // ends the sold-out state in every instance. ref (a scoped Idempotency-Key,
 // may be empty) makes a retried restock add nothing the second time:
 // replayed is true then, and a retry whose hash differs from the first
-// request's is idem.ErrFingerprintMismatch.
+// request's is idem.ErrFingerprintMismatch. A product held in buckets takes
+// every bucket's lock, in bucket order, and gets quantity spread over them.
 func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
-	err = s.locked(ctx, id, s.cfg.LockWait, noLabPause, func(ctx context.Context, fence Fence) error {
+	k, err := s.bucketsOf(ctx, id)
+	if err != nil {
+		return Product{}, false, err
+	}
+	restock := func(ctx context.Context, fence Fence) error {
 		added := false
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			added, replayed = false, false
@@ -258,11 +313,12 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 				replayed = true
 				return nil
 			}
-			if err := moveStock(tx, id, quantity, Fence{}).Error; err != nil {
+			if err := addStock(tx, id, spread(quantity, k)); err != nil {
 				return err
 			}
 			added = true
-			return tx.Take(&out, id).Error
+			out, err = readTotal(tx, id)
+			return err
 		})
 		if err == nil && added {
 			// Still under the lock, after COMMIT: no holder can mark the
@@ -270,13 +326,22 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 			s.Returned(ctx, id, quantity)
 		}
 		return err
-	})
+	}
+	if k > 1 {
+		err = s.lockedAll(ctx, id, k, func() time.Duration { return s.cfg.LockWait }, func(ctx context.Context, fences []Fence) error {
+			return restock(ctx, fences[0])
+		})
+	} else {
+		err = s.locked(ctx, id, s.cfg.LockWait, noLabPause, restock)
+	}
 	return out, replayed, err
 }
 
 // ReturnTx gives the stock of cancelled orders of productID back inside the
 // caller's transaction (the orders' guarded cancel): one ledger row per
-// order, in one INSERT, and one stock update. The unique (order_no, reason)
+// order, in one INSERT, and one stock update. The units go to bucket 0, the
+// products row, whose lock is the one WithProductLock holds; a product held
+// in buckets then sells them from there (the walk reaches it). The unique (order_no, reason)
 // index makes a second return of an order fail, so stock comes back exactly
 // once.
 func (s *Service) ReturnTx(tx *gorm.DB, productID int64, returns []Want) error {
@@ -338,8 +403,16 @@ func locks(strategy string) bool { return strategy != Naive && strategy != Condi
 // The wants of a batch share its first admission's strategy. A deduction
 // that left the product sold out, once committed and released, puts it in
 // the sold-out book.
+//
+// A product held in buckets is walked instead (walk): fn runs once per
+// bucket tried, each time for the wants still open.
 func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
 	start := time.Now()
+	if a.buckets > 1 {
+		err := s.walk(ctx, a, fn)
+		s.metrics.deducted(LockFence, err, time.Since(start))
+		return err
+	}
 	soldOut := false
 	run := func(ctx context.Context, fence Fence) error {
 		t := &Take{ProductID: a.productID, Fence: fence, strategy: a.strategy}
@@ -394,29 +467,42 @@ const (
 // watchdog is off (no renewal could run during such a pause either) and fn
 // runs on the caller's context, so the fence alone must stop a stale write.
 func (s *Service) locked(ctx context.Context, id int64, wait time.Duration, pause labPause, fn func(ctx context.Context, fence Fence) error) error {
+	return s.lockedBucket(ctx, id, 0, wait, pause, fn)
+}
+
+// lockedBucket is locked for one stock bucket's lock (bucket 0: the
+// product's own), its fence raised from that bucket's row.
+func (s *Service) lockedBucket(ctx context.Context, id int64, bucket int, wait time.Duration, pause labPause, fn func(ctx context.Context, fence Fence) error) error {
 	paused := pause == labPausable && s.cfg.PauseAfterLock > 0
 	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !paused}
 	for range 3 {
-		err := s.holding(ctx, id, opts, paused, fn)
+		err := s.holding(ctx, id, bucket, opts, paused, fn)
 		if !errors.Is(err, errStaleFence) {
 			return err
 		}
 		s.metrics.staleFence()
-		p, err := s.Get(context.WithoutCancel(ctx), id)
-		if err != nil {
-			return err
-		}
-		s.log.Warn("stock write refused: stale fencing token; raising the fence and retrying", "product_id", id, "db_fence", p.Fence)
-		if err := s.locks.RaiseFence(ctx, lockKey(id), p.Fence); err != nil {
+		if err := s.raiseFence(ctx, id, bucket); err != nil {
 			return err
 		}
 	}
 	return ErrBusy
 }
 
-// holding is one hold of the product lock around fn.
-func (s *Service) holding(ctx context.Context, id int64, opts lockx.AcquireOptions, paused bool, fn func(ctx context.Context, fence Fence) error) error {
-	err := s.locks.Do(ctx, lockKey(id), opts, func(lctx context.Context, fence Fence) error {
+// raiseFence raises a bucket lock's fence counter to the fence its row last
+// accepted.
+func (s *Service) raiseFence(ctx context.Context, id int64, bucket int) error {
+	r, err := readBucket(s.db.WithContext(context.WithoutCancel(ctx)), id, bucket)
+	if err != nil {
+		return err
+	}
+	s.log.Warn("stock write refused: stale fencing token; raising the fence and retrying", "product_id", id, "bucket", bucket, "db_fence", r.Fence)
+	return s.locks.RaiseFence(ctx, bucketKey(id, bucket), r.Fence)
+}
+
+// holding is one hold of a bucket's lock (bucket 0: the product lock)
+// around fn.
+func (s *Service) holding(ctx context.Context, id int64, bucket int, opts lockx.AcquireOptions, paused bool, fn func(ctx context.Context, fence Fence) error) error {
+	err := s.locks.Do(ctx, bucketKey(id, bucket), opts, func(lctx context.Context, fence Fence) error {
 		if paused {
 			lctx = ctx
 		}
@@ -470,7 +556,8 @@ func sleep(ctx context.Context, d time.Duration) {
 // by another strategy do not keep it in step, so it is seeded afresh from
 // the database when redis-gate next needs it. The counter is deleted after
 // the switch, outside labMu (a Redis call must not stall StrategyOf): a gate
-// seeded in between is only seeded again, the gate only saves work.
+// seeded in between is only seeded again, the gate only saves work. A product held in buckets
+// is always deducted by lock-fence: Admit ignores a switch for it.
 func (s *Service) UseStrategy(productID int64, name string) {
 	if s.switchStrategy(productID, name) {
 		if err := s.rdb.Del(context.Background(), s.gateKey(productID)).Err(); err != nil {

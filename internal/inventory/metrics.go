@@ -14,6 +14,8 @@ type Metrics struct {
 	stale      prometheus.Counter
 	relFailed  prometheus.Counter
 	pauses     prometheus.Counter
+	moves      prometheus.Counter
+	sweeps     prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -28,8 +30,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stale:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "stale_fence_rejections_total", Help: "Stock writes the database refused because a newer fencing token had written."}),
 		relFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lock_lost_before_release_total", Help: "Product locks found expired or taken over at release."}),
 		pauses:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lab_pauses_total", Help: "LAB: lock holders paused on purpose."}),
+		moves:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_moves_total", Help: "Batches of a product held in stock buckets that deducted from a bucket other than this instance's home bucket."}),
+		sweeps:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_sweeps_total", Help: "Batches that tried every stock bucket and decided their open wants under every bucket's lock."}),
 	}
-	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses)
+	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses, m.moves, m.sweeps)
 	return m
 }
 
@@ -77,5 +81,17 @@ func (m *Metrics) releaseFailed() {
 func (m *Metrics) labPause() {
 	if m != nil {
 		m.pauses.Inc()
+	}
+}
+
+func (m *Metrics) bucketMove() {
+	if m != nil {
+		m.moves.Inc()
+	}
+}
+
+func (m *Metrics) bucketSweep() {
+	if m != nil {
+		m.sweeps.Inc()
 	}
 }

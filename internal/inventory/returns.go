@@ -20,7 +20,7 @@ func (s *Service) returnsChannel() string { return s.cfg.KeyPrefix + "soldout:re
 // again everywhere.
 func (s *Service) Returned(ctx context.Context, productID, quantity int64) {
 	ctx = context.WithoutCancel(ctx)
-	s.soldOut.forget(productID)
+	s.forget(productID)
 	s.gateAdd(ctx, productID, quantity)
 	if err := s.rdb.Publish(ctx, s.returnsChannel(), strconv.FormatInt(productID, 10)).Err(); err != nil {
 		s.log.Warn("stock-returned message not published (instances re-read the product within SHOP_SOLD_OUT_CACHE)", "product_id", productID, "err", err)
@@ -43,7 +43,7 @@ func (s *Service) Follow(ctx context.Context) {
 					break loop
 				}
 				if id, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
-					s.soldOut.forget(id)
+					s.forget(id)
 				}
 			}
 		}

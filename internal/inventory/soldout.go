@@ -99,7 +99,7 @@ func (s *Service) recheckSoldOut(ctx context.Context, id int64, e *soldOut) {
 	switch {
 	case err != nil:
 	case p.Stock > 0:
-		s.soldOut.forget(id)
+		s.forget(id)
 	case p.Version == e.version:
 		e.checked.Store(time.Now().UnixNano())
 	default:

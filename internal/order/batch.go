@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -41,6 +42,16 @@ type result struct {
 	o       Order
 	created bool
 	err     error
+}
+
+// open reports whether r is no answer yet: nothing decided it, or the
+// bucket tried last had not enough and another is still to be tried.
+func (r result) open() bool {
+	return (r.err == nil && r.o.OrderNo == "") || errors.Is(r.err, inventory.ErrElsewhere)
+}
+
+func anyOpen(res []result) bool {
+	return slices.ContainsFunc(res, result.open)
 }
 
 // coalescer keeps, per product, the requests waiting for the product lock,
@@ -205,6 +216,12 @@ func earliestDeadline(batch []*request) (time.Time, bool) {
 // strategy of the batch's first admission. ctx bounds the wait for the lock
 // and the reads before BEGIN; committed gets the results as soon as the
 // transaction committed.
+//
+// For a product held in stock buckets, Guard calls its fn once per bucket
+// it tries, one lock at a time: each call is one transaction for the
+// requests still open, and a request is answered once, when none is left
+// open (or the walk failed: the open ones get its error, the ones an
+// earlier bucket's transaction committed keep their result).
 func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request, committed func([]result)) []result {
 	res := make([]result, len(batch))
 	var soldOut bool
@@ -219,9 +236,11 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTxTimeout)
 		defer cancel()
 		var err error
+		var got []result // this transaction's results; res once it committed
 		for attempt := 1; ; attempt++ {
 			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
-				soldOut, err = s.commitTx(tx, take, batch, res)
+				got = slices.Clone(res)
+				soldOut, err = s.commitTx(tx, take, batch, got)
 				return err
 			})
 			// One retry layer: a deadlock victim, or a twin committed by a
@@ -235,19 +254,28 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 				break
 			}
 		}
-		if err == nil && !soldOut {
+		if err != nil {
+			return err
+		}
+		copy(res, got)
+		if !soldOut && !anyOpen(res) {
 			// Answered now: the release that follows is a Redis call, slow
 			// in a failover. A batch that sold the product out answers once
 			// the books learned it (below), so its refused buyers' repeats
 			// find it.
 			committed(res)
 		}
-		return err
+		return nil
 	})
-	if err != nil {
-		for i := range res {
+	for i := range res {
+		switch {
+		case err != nil && res[i].open():
 			res[i] = result{err: err}
+		case res[i].open(): // inventory decides every want; never expected
+			res[i] = result{err: fmt.Errorf("%w: no stock bucket decided the order", inventory.ErrBusy)}
 		}
+	}
+	if err != nil {
 		return res
 	}
 	if soldOut {
@@ -262,9 +290,12 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 // commitTx is one batch's transaction. It fills res and reports whether the
 // product is known to be sold out after it.
 func (s *Service) commitTx(tx *gorm.DB, take *inventory.Take, batch []*request, res []result) (soldOut bool, err error) {
-	first := make(map[string]int, len(batch)) // order number -> its first request in the batch
+	first := make(map[string]int, len(batch)) // order number -> its first open request in the batch
 	nos := make([]string, 0, len(batch))
 	for i, r := range batch {
+		if !res[i].open() {
+			continue // decided by an earlier bucket's transaction
+		}
 		if _, ok := first[r.o.OrderNo]; !ok {
 			first[r.o.OrderNo] = i
 			nos = append(nos, r.o.OrderNo)
@@ -281,7 +312,7 @@ func (s *Service) commitTx(tx *gorm.DB, take *inventory.Take, batch []*request, 
 	var wants []inventory.Want
 	var asked []int // batch index of each want
 	for i, r := range batch {
-		if first[r.o.OrderNo] != i {
+		if j, ok := first[r.o.OrderNo]; !ok || j != i {
 			continue
 		}
 		if o, ok := existing[r.o.OrderNo]; ok {
@@ -306,7 +337,7 @@ func (s *Service) commitTx(tx *gorm.DB, take *inventory.Take, batch []*request, 
 		}
 	}
 	for i, r := range batch {
-		if j := first[r.o.OrderNo]; j != i {
+		if j, ok := first[r.o.OrderNo]; ok && j != i {
 			res[i] = sameAs(res[j], r.o.RequestHash)
 		}
 	}

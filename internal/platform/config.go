@@ -44,6 +44,8 @@ type Config struct {
 	MemoryLimit   int64         // MiB, the Go runtime's soft memory limit unless GOMEMLIMIT is set
 	LockReplicas  int64         // replicas that must acknowledge a lock (Redis WAIT); 0: off
 	StockStrategy string
+	StockBuckets  int64 // K of products created from now on; 1: off
+	HomeBucket    int64 // this instance's first bucket (mod K); -1: random per process
 	ShutdownWait  time.Duration
 	LogLevel      string
 	LogFormat     string
@@ -193,6 +195,14 @@ var settings = []setting{
 	{"batch-window", "SHOP_BATCH_WINDOW", "0s", "wait before a batch is taken so more orders join it; 0: only what queued while the previous batch ran", dur(func(c *Config) *time.Duration { return &c.BatchWindow })},
 	{"memory-limit", "SHOP_MEMORY_LIMIT", "128", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
 	{"stock-strategy", "SHOP_STOCK_STRATEGY", inventory.LockFence, "stock deduction: " + strings.Join(inventory.Strategies, ", ") + " (only lock-fence is safe)", str(func(c *Config) *string { return &c.StockStrategy })},
+	{"stock-buckets", "SHOP_STOCK_BUCKETS", "1", "stock buckets (K) of each product created from now on, each with its own lock, so K instances deduct a hot product side by side (docs chapter 9); 1: off. More than 1 needs SHOP_STOCK_STRATEGY=lock-fence", integer(func(c *Config) *int64 { return &c.StockBuckets }, 1, inventory.MaxBuckets)},
+	{"home-bucket", "SHOP_HOME_BUCKET", "", "the stock bucket this instance deducts from first (taken mod a product's K); empty: a random one per process", func(c *Config, v string) error {
+		if v == "" {
+			c.HomeBucket = -1
+			return nil
+		}
+		return integer(func(c *Config) *int64 { return &c.HomeBucket }, 0, 1_000_000)(c, v)
+	}},
 	{"shutdown-wait", "SHOP_SHUTDOWN_WAIT", "10s", "how long graceful shutdown waits for requests in flight", dur(func(c *Config) *time.Duration { return &c.ShutdownWait })},
 	{"log-level", "SHOP_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 	{"log-format", "SHOP_LOG_FORMAT", "text", "text or json", str(func(c *Config) *string { return &c.LogFormat })},
@@ -306,6 +316,9 @@ func (c Config) validate() error {
 	}
 	if !valid {
 		bad("SHOP_STOCK_STRATEGY", "must be one of %s, got %q", strings.Join(inventory.Strategies, ", "), c.StockStrategy)
+	}
+	if c.StockBuckets > 1 && c.StockStrategy != inventory.LockFence {
+		bad("SHOP_STOCK_BUCKETS", "more than 1 bucket needs SHOP_STOCK_STRATEGY=%s (only it walks buckets), got %d buckets with %q", inventory.LockFence, c.StockBuckets, c.StockStrategy)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
