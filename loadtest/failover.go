@@ -255,7 +255,7 @@ type stocker struct {
 // left is the hot product's stock in the database.
 func (s *stocker) left(ctx context.Context) (int64, error) {
 	var left int64
-	err := s.e.backend.db.WithContext(ctx).Raw("SELECT stock FROM products WHERE id = ?", s.id).Scan(&left).Error
+	err := s.e.backend.db.WithContext(ctx).Raw("SELECT p.stock + COALESCE((SELECT SUM(b.stock) FROM stock_buckets b WHERE b.product_id = p.id), 0) FROM products p WHERE p.id = ?", s.id).Scan(&left).Error
 	return left, err
 }
 

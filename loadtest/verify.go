@@ -37,7 +37,7 @@ type counts struct {
 	Cancelled  int64 `json:"cancelled"`   // orders cancelled
 	Paid       int64 `json:"paid"`        // orders paid
 	Added      int64 `json:"added"`       // units created + restocked
-	StockLeft  int64 `json:"stock_left"`  // sum of products.stock
+	StockLeft  int64 `json:"stock_left"`  // sum of products.stock and their stock buckets
 	Oversold   int64 `json:"oversold"`    // units held by orders beyond what was added
 	Duplicates int64 `json:"duplicates"`  // orders beyond one per (user, product) seckill or (user, key) regular
 	LostAcks   int   `json:"lost_acks"`   // 2xx whose order the database does not have
@@ -270,18 +270,21 @@ func dbFacts(ctx context.Context, db *gorm.DB, in checkInput) (loadgen.Facts, er
 }
 
 // fenceCheck is L2 as the database shows it: the `order` ledger rows of a
-// product, in the order they were written (their ids: each was written
-// while its transaction held the product row), carry non-decreasing
-// fencing tokens. A row with a token older than one accepted before it is
-// a write by a holder whose lease had already passed to someone else.
+// product's stock bucket (one lock key, one fence counter; a product not
+// held in buckets has only bucket 0), in the order they were written (their
+// ids: each was written while its transaction held the bucket's row), carry
+// non-decreasing fencing tokens. A row with a token older than one accepted
+// before it is a write by a holder whose lease had already passed to
+// someone else.
 func fenceCheck(ctx context.Context, db *gorm.DB) ([]audit.Violation, int64, error) {
 	var rows []struct {
 		ID        int64  `gorm:"column:id"`
 		ProductID int64  `gorm:"column:product_id"`
+		Bucket    int    `gorm:"column:bucket"`
 		Fence     int64  `gorm:"column:fence"`
 		OrderNo   string `gorm:"column:order_no"`
 	}
-	if err := db.WithContext(ctx).Raw("SELECT id, product_id, fence, order_no FROM stock_ledger WHERE reason = 'order' AND fence > 0 ORDER BY product_id, id").
+	if err := db.WithContext(ctx).Raw("SELECT id, product_id, bucket, fence, order_no FROM stock_ledger WHERE reason = 'order' AND fence > 0 ORDER BY product_id, bucket, id").
 		Scan(&rows).Error; err != nil {
 		return nil, 0, err
 	}
@@ -289,9 +292,10 @@ func fenceCheck(ctx context.Context, db *gorm.DB) ([]audit.Violation, int64, err
 	var order []int64
 	var stale int64
 	var last, lastID, product int64
+	bucket := -1
 	for _, r := range rows {
-		if r.ProductID != product {
-			product, last, lastID = r.ProductID, 0, 0
+		if r.ProductID != product || r.Bucket != bucket {
+			product, bucket, last, lastID = r.ProductID, r.Bucket, 0, 0
 		}
 		if r.Fence < last {
 			stale++
@@ -302,7 +306,7 @@ func fenceCheck(ctx context.Context, db *gorm.DB) ([]audit.Violation, int64, err
 				order = append(order, r.ProductID)
 			}
 			if len(v.Rows) < 20 {
-				v.Rows = append(v.Rows, map[string]any{"ledger_id": r.ID, "order_no": r.OrderNo, "fence": r.Fence,
+				v.Rows = append(v.Rows, map[string]any{"ledger_id": r.ID, "order_no": r.OrderNo, "bucket": r.Bucket, "fence": r.Fence,
 					"after_ledger_id": lastID, "after_fence": last})
 			}
 			continue

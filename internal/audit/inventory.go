@@ -48,6 +48,13 @@ type productRow struct {
 	Stock int64 `gorm:"column:stock"`
 }
 
+// bucketRow is a stock_buckets row (bucket 1..K-1 of a product).
+type bucketRow struct {
+	ProductID int64 `gorm:"column:product_id"`
+	Bucket    int   `gorm:"column:bucket"`
+	Stock     int64 `gorm:"column:stock"`
+}
+
 // orderAgg is one product's line of the orders pass.
 type orderAgg struct {
 	ProductID       int64 `gorm:"column:pid"`
@@ -85,6 +92,14 @@ func (c *checker) products() error {
 	}
 	if c.o.ProductID != 0 && len(prods) == 0 {
 		return fmt.Errorf("%w: %d", ErrNotFound, c.o.ProductID)
+	}
+	// A product held in stock buckets (docs chapter 9) keeps its stock in
+	// its products row (bucket 0) and its stock_buckets rows: I1-I3 judge
+	// the sum, and I1 each bucket too.
+	where, args = c.productFilter("product_id")
+	var buckets []bucketRow
+	if err := c.scan(&buckets, "SELECT product_id, bucket, stock FROM stock_buckets WHERE 1=1"+where+" ORDER BY product_id, bucket", args...); err != nil {
+		return err
 	}
 
 	where, args = c.productFilter("o.product_id")
@@ -136,8 +151,18 @@ WHERE 1=1`+where+` GROUP BY lpid, opid`, args...); err != nil {
 		}
 		return s
 	}
+	negative := map[int64][]bucketRow{} // buckets below zero, bucket 0 included
 	for _, p := range prods {
 		byID[p.ID] = &ProductSummary{ProductID: p.ID, Stock: p.Stock}
+		if p.Stock < 0 {
+			negative[p.ID] = append(negative[p.ID], bucketRow{ProductID: p.ID, Stock: p.Stock})
+		}
+	}
+	for _, b := range buckets {
+		get(b.ProductID).Stock += b.Stock
+		if b.Stock < 0 {
+			negative[b.ProductID] = append(negative[b.ProductID], b)
+		}
 	}
 	taken := map[int64]int64{}
 	good := map[int64][2]int64{} // product of the order: good takes, good returns
@@ -191,6 +216,8 @@ WHERE 1=1`+where+` GROUP BY lpid, opid`, args...); err != nil {
 		}
 		if s.Stock < 0 {
 			c.out.one(I1, s.ProductID, 0, fmt.Sprintf("stock is %d, below zero", s.Stock), row)
+		} else if neg := negative[s.ProductID]; len(neg) > 0 {
+			c.out.one(I1, s.ProductID, 0, fmt.Sprintf("stock bucket %d holds %d, below zero (the buckets sum to %d)", neg[0].Bucket, neg[0].Stock, s.Stock), row)
 		}
 		if held := s.Sold - s.Cancelled; s.Added != s.Stock+held {
 			c.out.one(I2, s.ProductID, 0, fmt.Sprintf("added %d, but stock %d%s + %d held by orders not cancelled = %d: %s",
@@ -511,7 +538,7 @@ func (c *checker) confirm(ctx context.Context, productID int64) (mirrorReading, 
 			return r, err
 		}
 		var stock int64
-		if err := c.db.WithContext(ctx).Raw("SELECT stock FROM products WHERE id = ?", productID).Row().Scan(&stock); err != nil {
+		if err := c.db.WithContext(ctx).Raw("SELECT p.stock + COALESCE((SELECT SUM(b.stock) FROM stock_buckets b WHERE b.product_id = p.id), 0) FROM products p WHERE p.id = ?", productID).Row().Scan(&stock); err != nil {
 			return r, fmt.Errorf("audit: stock of product %d: %w", productID, err)
 		}
 		u2, h2, ok2, err := c.o.StockMirror(ctx, productID)

@@ -411,13 +411,13 @@ func (s *Service) fromBucket(tx *gorm.DB, t *Take, wants []Want) (Taken, error) 
 // took from). What it refuses is ErrSoldOut or ErrInsufficientStock, final.
 func (s *Service) fromAll(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
 	id, k := t.ProductID, t.buckets
-	locking := tx.Clauses(clause.Locking{Strength: "UPDATE"})
-	p, err := readProduct(locking, id)
+	forUpdate := clause.Locking{Strength: "UPDATE"}
+	p, err := readProduct(tx.Clauses(forUpdate), id)
 	if err != nil {
 		return Taken{}, err
 	}
 	var rest []stockBucket
-	if err := locking.Where("product_id = ?", id).Order("bucket").Find(&rest).Error; err != nil {
+	if err := tx.Clauses(forUpdate).Where("product_id = ?", id).Order("bucket").Find(&rest).Error; err != nil {
 		return Taken{}, err
 	}
 	rows := make([]stockBucket, k)

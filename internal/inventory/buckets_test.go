@@ -1,0 +1,227 @@
+package inventory_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill-lab/shop/internal/dbx"
+	"github.com/seckill-lab/shop/internal/inventory"
+)
+
+// bucketed is an instance that creates products in k stock buckets and
+// deducts from home first.
+func (f *fixture) bucketed(t *testing.T, k, home int) instance {
+	t.Helper()
+	return f.service(t, inventory.Config{Strategy: inventory.LockFence, Buckets: k, HomeBucket: home, SoldOutRecheck: time.Hour})
+}
+
+// buckets reads a product's stock bucket by bucket (0: the products row).
+func (f *fixture) buckets(t *testing.T, id int64) []int64 {
+	t.Helper()
+	out := []int64{f.Count(t, "SELECT stock FROM products WHERE id = ?", id)}
+	rows, err := f.DB.Raw("SELECT stock FROM stock_buckets WHERE product_id = ? ORDER BY bucket", id).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// buy deducts quantity for a fresh order number the way a batch does: its
+// fn commits whatever a bucket served and leaves the want open when the
+// bucket refused it with ErrElsewhere, so Guard can walk on. The want's
+// final refusal is the error.
+func buy(ctx context.Context, s instance, id, quantity int64) error {
+	no := fmt.Sprintf("B%d-%d", time.Now().UnixNano(), orderSeq.Add(1))
+	admitted, err := s.Admit(ctx, id, no, quantity)
+	if err != nil {
+		return err
+	}
+	var refused error
+	err = s.Guard(ctx, admitted, func(ctx context.Context, take *inventory.Take) error {
+		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+			taken, err := s.DeductTx(tx, take, []inventory.Want{{OrderNo: no, Quantity: quantity}})
+			if err != nil {
+				return err
+			}
+			refused = taken.Refused[0]
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if errors.Is(refused, inventory.ErrElsewhere) {
+		return fmt.Errorf("a want left open after the walk: %w", refused)
+	}
+	return refused
+}
+
+// TestBucketWalk is the unit test of the walk: the home bucket serves
+// first; an empty own bucket sends the batch to the next; the last unit,
+// in the last bucket tried, is sold; all empty is sold out (and the
+// sold-out book learns it); a restock refills every bucket and the sale
+// reopens.
+func TestBucketWalk(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.bucketed(t, 3, 1) // home bucket 1
+	ctx := context.Background()
+	id := f.product(t, s, 4)
+	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{2, 1, 1}) {
+		t.Fatalf("4 units over 3 buckets: %v, want [2 1 1]", got)
+	}
+	if p, err := s.Get(ctx, id); err != nil || p.Stock != 4 || p.Buckets != 3 {
+		t.Fatalf("Get = %+v, %v; want the sum, 4, and 3 buckets", p, err)
+	}
+	steps := []struct {
+		name  string
+		want  []int64
+		moves float64
+	}{
+		{"the home bucket serves", []int64{2, 0, 1}, 0},
+		// Bucket 1 is found empty (and remembered); bucket 2 serves.
+		{"own bucket empty: the next one serves", []int64{2, 0, 0}, 1},
+		// Bucket 1 skipped, bucket 2 found empty, bucket 0 serves.
+		{"and the one after", []int64{1, 0, 0}, 3},
+		{"the last unit, in the last bucket, is sold", []int64{0, 0, 0}, 4},
+	}
+	for _, st := range steps {
+		if err := buy(ctx, s, id, 1); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := f.buckets(t, id); !reflect.DeepEqual(got, st.want) {
+			t.Fatalf("%s: buckets %v, want %v", st.name, got, st.want)
+		}
+		if m := counter(t, s.reg, "shop_inventory_bucket_moves_total"); m != st.moves {
+			t.Errorf("%s: %v bucket moves counted, want %v", st.name, m, st.moves)
+		}
+	}
+	if _, known := s.SoldOut(ctx, id); known {
+		t.Fatal("sold out before anyone was refused: the last take wrote without knowing the sum")
+	}
+	if err := buy(ctx, s, id, 1); !errors.Is(err, inventory.ErrSoldOut) {
+		t.Fatalf("every bucket empty: %v, want sold out", err)
+	}
+	if _, known := s.SoldOut(ctx, id); !known {
+		t.Fatal("the sold-out book did not learn the product")
+	}
+	if counter(t, s.reg, "shop_inventory_bucket_sweeps_total") != 1 {
+		t.Error("the refusal was not decided by a sweep")
+	}
+
+	if _, _, err := s.Restock(ctx, id, 7, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{3, 2, 2}) {
+		t.Fatalf("a restock of 7 over 3 buckets: %v, want [3 2 2]", got)
+	}
+	if _, known := s.SoldOut(ctx, id); known {
+		t.Fatal("still sold out after a restock")
+	}
+	if err := buy(ctx, s, id, 1); err != nil {
+		t.Fatalf("after the restock: %v", err)
+	}
+	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{3, 1, 2}) {
+		t.Fatalf("after the restock the home bucket serves again: %v, want [3 1 2]", got)
+	}
+	stock, ledger, sold := f.state(t, id)
+	if stock != 3 || ledger != 6 || sold != 5 {
+		// state reads the products row alone: bucket 0.
+		t.Errorf("bucket 0 %d, ledger %d, sold %d; want 3, 6, 5", stock, ledger, sold)
+	}
+}
+
+// TestBucketLastUnitSoldOnce: one unit left, in the last bucket an
+// instance's walk reaches; many buyers at once from two instances that
+// know nothing of the buckets yet: exactly one gets it.
+func TestBucketLastUnitSoldOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.bucketed(t, 3, 1), f.bucketed(t, 3, 2)
+	id := f.product(t, a, 1) // [1 0 0]: bucket 0 is the last one both walks try
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	for i := range 10 {
+		s := []instance{a, b}[i%2]
+		wg.Go(func() {
+			err := buy(ctx, s, id, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes[fmt.Sprint(err)]++
+		})
+	}
+	wg.Wait()
+	if outcomes["<nil>"] != 1 || outcomes[inventory.ErrSoldOut.Error()] != 9 {
+		t.Fatalf("outcomes %v, want 1 sold and 9 sold out", outcomes)
+	}
+	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{0, 0, 0}) {
+		t.Fatalf("buckets %v", got)
+	}
+}
+
+// TestBucketSweepSplitsAWant: a regular order for more units than any one
+// bucket holds, while the buckets together hold enough, is served (from
+// several buckets, one ledger row); one for more than the sum is refused
+// as not enough stock.
+func TestBucketSweepSplitsAWant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.bucketed(t, 3, 0)
+	ctx := context.Background()
+	id := f.product(t, s, 3) // [1 1 1]
+	if err := buy(ctx, s, id, 4); !errors.Is(err, inventory.ErrInsufficientStock) {
+		t.Fatalf("4 of 3: %v, want not enough stock", err)
+	}
+	if err := buy(ctx, s, id, 2); err != nil {
+		t.Fatalf("2 of [1 1 1]: %v", err)
+	}
+	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{0, 0, 1}) {
+		t.Fatalf("buckets %v, want [0 0 1]", got)
+	}
+	if n := f.Count(t, "SELECT COUNT(*) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); n != 1 {
+		t.Errorf("%d order ledger rows, want one for the split want", n)
+	}
+	if p, _ := s.Get(ctx, id); p.Stock != 1 {
+		t.Errorf("Get: stock %d, want 1", p.Stock)
+	}
+}
+
+// TestBucketsOffIsOneRow: with one bucket (the default) a product has no
+// stock_buckets rows and locks its one key, as before buckets existed.
+func TestBucketsOffIsOneRow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.service(t, inventory.Config{Strategy: inventory.LockFence})
+	id := f.product(t, s, 3)
+	if err := buy(context.Background(), s, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Count(t, "SELECT COUNT(*) FROM stock_buckets"); n != 0 {
+		t.Errorf("%d stock_buckets rows, want none", n)
+	}
+	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{2}) {
+		t.Errorf("stock %v, want [2]", got)
+	}
+	lab, err := f.bucketed(t, 3, 0).CreateLab(context.Background(), "lab", 100, 5, inventory.Naive)
+	if err != nil || lab.Buckets != 1 || lab.Stock != 5 {
+		t.Errorf("a lab product: %+v, %v; want one bucket of 5", lab, err)
+	}
+}
