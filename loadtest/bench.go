@@ -216,7 +216,11 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 	if h.o.batchMax > 0 {
 		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.o.batchMax))
 	}
-	r.Setup = fmt.Sprintf("%s; %s; load generator in this process", b.describe(), strings.Join(common, " "))
+	shown := common
+	if h.o.stockBuckets > 1 {
+		shown = append(slices.Clone(common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(h.o.stockBuckets), "SHOP_HOME_BUCKET=<instance index>")
+	}
+	r.Setup = fmt.Sprintf("%s; %s; load generator in this process", b.describe(), strings.Join(shown, " "))
 	sqlDB, err := b.db.DB.DB()
 	if err != nil {
 		r.Error = err.Error()
@@ -267,7 +271,11 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 // weighs on the ceiling and on the shop alike.
 func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common []string, users *benchUsers, br *benchReport) error {
 	o := h.o.bench
-	c1, err := startCluster(ctx, h.bin, b, 1, fmt.Sprintf("%02d-bench-1", h.seq), h.workdir, common, nil)
+	start := func(n int, name string, common []string) (*cluster, error) {
+		common, extra := withBuckets(h.o.stockBuckets, common, nil) // --stock-buckets: every phase's shops
+		return startCluster(ctx, h.bin, b, n, fmt.Sprintf("%02d-%s", h.seq, name), h.workdir, common, extra)
+	}
+	c1, err := start(1, "bench-1", common)
 	if err != nil {
 		return err
 	}
@@ -284,7 +292,7 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	// Two and three instances of one cluster (the third idle in the first),
 	// reached as deploy/nginx.conf does (the product's orders to one
 	// instance), the lab's round robin, and through nginx itself.
-	c3, err := startCluster(ctx, h.bin, b, 3, fmt.Sprintf("%02d-bench-3", h.seq), h.workdir, common, nil)
+	c3, err := start(3, "bench-3", common)
 	if err != nil {
 		return err
 	}
@@ -311,7 +319,7 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	}
 
 	// The baseline: one order per lock hold (coalescing off).
-	off, err := startCluster(ctx, h.bin, b, 1, fmt.Sprintf("%02d-bench-1-nobatch", h.seq), h.workdir, append(slices.Clone(common), "SHOP_BATCH_MAX=1"), nil)
+	off, err := start(1, "bench-1-nobatch", append(slices.Clone(common), "SHOP_BATCH_MAX=1"))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,6 +305,23 @@ type instance struct {
 }
 
 func (i *instance) url() string { return fmt.Sprintf("http://127.0.0.1:%d", i.port) }
+
+// withBuckets adds stock buckets to a cluster's settings: SHOP_STOCK_BUCKETS=k
+// for every instance, and SHOP_HOME_BUCKET=i for instance i, so each of k
+// instances starts at its own bucket (docs chapter 9). k <= 1 adds nothing.
+func withBuckets(k int, common []string, extra func(i int) []string) ([]string, func(i int) []string) {
+	if k <= 1 {
+		return common, extra
+	}
+	common = append(slices.Clone(common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(k))
+	return common, func(i int) []string {
+		var own []string
+		if extra != nil {
+			own = extra(i)
+		}
+		return append(own, "SHOP_HOME_BUCKET="+strconv.Itoa(i))
+	}
+}
 
 // startCluster starts n instances; extra(i) is instance i's own settings.
 func startCluster(ctx context.Context, bin string, b *backend, n int, name, workdir string, common []string, extra func(i int) []string) (*cluster, error) {

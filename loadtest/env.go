@@ -72,7 +72,11 @@ func (h *harness) setup(ctx context.Context, name string, s setup) (*env, error)
 	if h.o.batchMax > 0 {
 		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.o.batchMax))
 	}
-	c, err := startCluster(ctx, h.bin, b, h.o.instances, fmt.Sprintf("%02d-%s", h.seq, name), h.workdir, common, s.extra)
+	extra := s.extra
+	if s.strategy == inventory.LockFence { // a shop refuses buckets under another strategy
+		common, extra = withBuckets(h.o.stockBuckets, common, extra)
+	}
+	c, err := startCluster(ctx, h.bin, b, h.o.instances, fmt.Sprintf("%02d-%s", h.seq, name), h.workdir, common, extra)
 	if err != nil {
 		b.close()
 		return nil, err

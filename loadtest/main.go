@@ -53,6 +53,7 @@ type options struct {
 	redisURL       string
 	strategy       string
 	batchMax       int
+	stockBuckets   int      // SHOP_STOCK_BUCKETS of the lock-fence shops started; 0: the shop's default
 	expect5xx      []string // statuses (e.g. a load balancer's 504) A1 does not count against the shop
 	linear         loadgen.LinearOptions
 	noLinear       bool
@@ -92,6 +93,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	fs.StringVar(&o.redisURL, "redis-url", getenv("SHOP_REDIS_URL"), "Redis to share, under a fresh key prefix per run ($SHOP_REDIS_URL; empty: a private redis-server, or in-process)")
 	fs.StringVar(&o.strategy, "strategy", inventory.LockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
 	fs.IntVar(&o.batchMax, "batch-max", 0, "SHOP_BATCH_MAX of every shop started (1: order coalescing off); 0: the shop's default")
+	fs.IntVar(&o.stockBuckets, "stock-buckets", 0, "SHOP_STOCK_BUCKETS of every lock-fence shop started (stock buckets per product, docs chapter 9), instance i with SHOP_HOME_BUCKET=i; 0: the shop's default (one)")
 	expect5xx := fs.String("expect-5xx", "", "comma-separated 5xx statuses that are not the shop's (e.g. 502,504 from a load balancer in front of --target); any other 5xx but 503 fails the run")
 	linearOn := fs.Bool("linearizability", true, "check every product's client history for linearizability (exact checker; porcupine pictures with --report)")
 	fs.DurationVar(&o.linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
@@ -149,6 +151,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 		return o, errors.New("sizes out of bounds (users <= 1e6, concurrency <= 4096, instances <= 16, retries <= 50)")
 	case !slices.Contains(inventory.Strategies, o.strategy):
 		return o, fmt.Errorf("--strategy: one of %s", strings.Join(inventory.Strategies, ", "))
+	case o.stockBuckets < 0 || o.stockBuckets > inventory.MaxBuckets:
+		return o, fmt.Errorf("--stock-buckets: between 0 and %d", inventory.MaxBuckets)
+	case o.stockBuckets > 1 && o.strategy != inventory.LockFence:
+		return o, fmt.Errorf("--stock-buckets %d needs --strategy %s (only it walks buckets)", o.stockBuckets, inventory.LockFence)
 	}
 	return o, nil
 }

@@ -60,6 +60,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"RateFormTokens", c.RateFormTokens, Rate{N: 5, Per: time.Second, Burst: 20}},
 		{"RateLogin", c.RateLogin, Rate{N: 200, Per: time.Second, Burst: 10000}},
 		{"UnpaidUnits", c.UnpaidUnits, int64(100)},
+		{"StockBuckets", c.StockBuckets, int64(1)},
+		{"HomeBucket", c.HomeBucket, int64(-1)},
 	}
 	if c.TrustedProxies != nil {
 		t.Errorf("TrustedProxies = %q, want none", c.TrustedProxies)
@@ -141,6 +143,9 @@ func TestLoadConfigInvalidNamesVariable(t *testing.T) {
 		{"SHOP_REDIS_URL", "http://cache:6379"},
 		{"SHOP_ADMIN_TOKEN", "short"},
 		{"SHOP_AUTH_SECRET", "short"},
+		{"SHOP_STOCK_BUCKETS", "0"},
+		{"SHOP_STOCK_BUCKETS", "65"},
+		{"SHOP_HOME_BUCKET", "-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
@@ -153,6 +158,19 @@ func TestLoadConfigInvalidNamesVariable(t *testing.T) {
 				t.Errorf("error %q does not name %s", err, tt.env)
 			}
 		})
+	}
+}
+
+// Stock buckets need lock-fence: the shop refuses to start otherwise.
+func TestLoadConfigBucketsNeedLockFence(t *testing.T) {
+	t.Parallel()
+	_, _, err := LoadConfig("shop", []string{"--stock-buckets=3", "--home-bucket=2"}, env(map[string]string{"SHOP_STOCK_STRATEGY": "redis-gate"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "SHOP_STOCK_BUCKETS") || !strings.Contains(err.Error(), "lock-fence") {
+		t.Fatalf("3 buckets under redis-gate: err = %v, want it refused, naming SHOP_STOCK_BUCKETS and lock-fence", err)
+	}
+	c, _, err := LoadConfig("shop", []string{"--stock-buckets=3", "--home-bucket=2"}, env(nil), io.Discard)
+	if err != nil || c.StockBuckets != 3 || c.HomeBucket != 2 {
+		t.Fatalf("3 buckets, home 2: %+v, %v", c, err)
 	}
 }
 
