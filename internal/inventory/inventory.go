@@ -556,8 +556,9 @@ func sleep(ctx context.Context, d time.Duration) {
 // by another strategy do not keep it in step, so it is seeded afresh from
 // the database when redis-gate next needs it. The counter is deleted after
 // the switch, outside labMu (a Redis call must not stall StrategyOf): a gate
-// seeded in between is only seeded again, the gate only saves work. A product held in buckets
-// is always deducted by lock-fence: Admit ignores a switch for it.
+// seeded in between is only seeded again, the gate only saves work. A
+// product held in buckets is always deducted by lock-fence: Admit ignores a
+// switch for it.
 func (s *Service) UseStrategy(productID int64, name string) {
 	if s.switchStrategy(productID, name) {
 		if err := s.rdb.Del(context.Background(), s.gateKey(productID)).Err(); err != nil {
