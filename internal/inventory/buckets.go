@@ -23,7 +23,7 @@ import (
 //
 // A batch walks the buckets, one lock held at a time: its home bucket
 // first, then home+1, home+2, ... (mod K) for the wants the buckets before
-// could not serve (ErrElsewhere). A want is refused only by the sweep, which
+// could not serve (ErrElsewhere). A want is refused only by the tally, which
 // runs when every bucket was tried: it takes every bucket's lock in bucket
 // order (as a restock does, so holders of one lock never deadlock with it),
 // reads every row, and serves or refuses the wants still open against the
@@ -31,7 +31,7 @@ import (
 // them all. So a refusal is decided on the whole stock at one instant, and
 // one unit left in any bucket is sold. An instance remembers the buckets it
 // found empty (emptyBook) and skips them until stock comes back, so a run
-// dry bucket costs a batch nothing; the memory only saves work, the sweep
+// dry bucket costs a batch nothing; the memory only saves work, the tally
 // decides.
 //
 // Restocks spread their units over the buckets (spread); returns of
@@ -46,7 +46,7 @@ const MaxBuckets = 64
 // ErrElsewhere refuses a want in one bucket of a product held in buckets
 // while other buckets are still to be tried: the want stays open, and its
 // batch offers it to the next bucket (Guard calls its fn again). It never
-// reaches a buyer: the sweep decides every want still open.
+// reaches a buyer: the tally decides every want still open.
 var ErrElsewhere = errors.New("not enough stock in this bucket; another bucket may have some")
 
 // stockBucket is a row of stock_buckets, bucket 1..K-1 of a product (bucket
@@ -262,7 +262,7 @@ func (s *Service) forget(id int64) {
 
 // walk is Guard for a product held in buckets: fn runs under one bucket's
 // lock at a time, from the home bucket on, skipping buckets known empty,
-// until no want is left open; the sweep decides what is left after every
+// until no want is left open; the tally decides what is left after every
 // bucket was tried.
 func (s *Service) walk(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
 	id, k := a.productID, a.buckets
@@ -300,7 +300,7 @@ func (s *Service) walk(ctx context.Context, a Admission, fn func(ctx context.Con
 			return nil
 		}
 	}
-	s.metrics.bucketSweep()
+	s.metrics.bucketTally()
 	t := &Take{ProductID: id, strategy: LockFence, buckets: k, all: true}
 	err := s.lockedAll(hold, id, k, wait, func(ctx context.Context, fences []Fence) error {
 		t.fences = fences
@@ -309,7 +309,7 @@ func (s *Service) walk(ctx context.Context, a Admission, fn func(ctx context.Con
 	if err != nil {
 		return err
 	}
-	if t.swept {
+	if t.tallied {
 		s.empty.set(id, gen, t.left)
 	}
 	if t.soldOut {
@@ -320,7 +320,7 @@ func (s *Service) walk(ctx context.Context, a Admission, fn func(ctx context.Con
 }
 
 // lockedAll runs fn holding every bucket's lock, taken in bucket order
-// (0, 1, ..., K-1), fences[b] bucket b's fencing token: the sweep and
+// (0, 1, ..., K-1), fences[b] bucket b's fencing token: the tally and
 // restocks. Deductions hold one bucket lock at a time, so taking them in
 // order cannot deadlock with anything. A write refused for a stale fence
 // raises every bucket's fence and runs fn again under new holds.
@@ -404,7 +404,7 @@ func (s *Service) fromBucket(tx *gorm.DB, t *Take, wants []Want) (Taken, error) 
 	return out, s.ledger(tx, t, wants, refused)
 }
 
-// fromAll is the sweep's deduction, every bucket's lock held (t.fences):
+// fromAll is the tally's deduction, every bucket's lock held (t.fences):
 // it reads every bucket with a locking read and serves the wants in order
 // against their sum, each want's units from the buckets in walk order, one
 // ledger row per want (its bucket and fence those of the first bucket it
@@ -494,6 +494,6 @@ func (s *Service) fromAll(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
 			return Taken{}, err
 		}
 	}
-	t.swept, t.left = true, emptied
+	t.tallied, t.left = true, emptied
 	return out, nil
 }

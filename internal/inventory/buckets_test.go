@@ -120,8 +120,8 @@ func TestBucketWalk(t *testing.T) {
 	if _, known := s.SoldOut(ctx, id); !known {
 		t.Fatal("the sold-out book did not learn the product")
 	}
-	if counter(t, s.reg, "shop_inventory_bucket_sweeps_total") != 1 {
-		t.Error("the refusal was not decided by a sweep")
+	if counter(t, s.reg, "shop_inventory_bucket_tallies_total") != 1 {
+		t.Error("the refusal was not decided by a tally")
 	}
 
 	if _, _, err := s.Restock(ctx, id, 7, "", ""); err != nil {
@@ -177,11 +177,11 @@ func TestBucketLastUnitSoldOnce(t *testing.T) {
 	}
 }
 
-// TestBucketSweepSplitsAWant: a regular order for more units than any one
+// TestBucketTallySplitsAWant: a regular order for more units than any one
 // bucket holds, while the buckets together hold enough, is served (from
 // several buckets, one ledger row); one for more than the sum is refused
 // as not enough stock.
-func TestBucketSweepSplitsAWant(t *testing.T) {
+func TestBucketTallySplitsAWant(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	s := f.bucketed(t, 3, 0)

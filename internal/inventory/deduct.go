@@ -37,10 +37,10 @@ type Take struct {
 	fences  []Fence
 	// What the last DeductTx of a bucket found: wants it left open
 	// (ErrElsewhere), whether it left the bucket empty, and, for all,
-	// the buckets it left empty (swept: it ran).
+	// the buckets it left empty (tallied: it ran).
 	open    int
 	emptied bool
-	swept   bool
+	tallied bool
 	left    uint64
 }
 

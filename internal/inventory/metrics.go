@@ -15,7 +15,7 @@ type Metrics struct {
 	relFailed  prometheus.Counter
 	pauses     prometheus.Counter
 	moves      prometheus.Counter
-	sweeps     prometheus.Counter
+	tallies    prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -31,9 +31,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		relFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lock_lost_before_release_total", Help: "Product locks found expired or taken over at release."}),
 		pauses:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lab_pauses_total", Help: "LAB: lock holders paused on purpose."}),
 		moves:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_moves_total", Help: "Batches of a product held in stock buckets that deducted from a bucket other than this instance's home bucket."}),
-		sweeps:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_sweeps_total", Help: "Batches that tried every stock bucket and decided their open wants under every bucket's lock."}),
+		tallies:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_tallies_total", Help: "Batches that tried every stock bucket and decided their open wants under every bucket's lock."}),
 	}
-	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses, m.moves, m.sweeps)
+	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses, m.moves, m.tallies)
 	return m
 }
 
@@ -90,8 +90,8 @@ func (m *Metrics) bucketMove() {
 	}
 }
 
-func (m *Metrics) bucketSweep() {
+func (m *Metrics) bucketTally() {
 	if m != nil {
-		m.sweeps.Inc()
+		m.tallies.Inc()
 	}
 }
