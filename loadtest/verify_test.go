@@ -48,6 +48,28 @@ func (s *shop) product(id, stock int64) {
 	s.exec("INSERT INTO stock_ledger (product_id, delta, reason, created_at) VALUES (?, ?, 'create', ?)", id, stock, s.now)
 }
 
+// bucketed creates product id held in two stock buckets (docs chapter 9):
+// one unit on its products row (bucket 0), two in bucket 1.
+func (s *shop) bucketed(id int64) {
+	s.t.Helper()
+	s.exec("INSERT INTO products (id, name, price_cents, stock, buckets, created_at, updated_at) VALUES (?, 'p', 100, 1, 2, ?, ?)", id, s.now, s.now)
+	s.exec("INSERT INTO stock_buckets (product_id, bucket, stock) VALUES (?, 1, 2)", id)
+	s.exec("INSERT INTO stock_ledger (product_id, delta, reason, created_at) VALUES (?, 3, 'create', ?)", id, s.now)
+}
+
+// bucketOrder places a seckill order taken from one bucket under its fence.
+func (s *shop) bucketOrder(no string, user, product int64, bucket int, fence int64) {
+	s.t.Helper()
+	s.exec(`INSERT INTO orders (order_no, user_id, product_id, quantity, amount_cents, kind, status, created_at, updated_at)
+VALUES (?, ?, ?, 1, 100, 'seckill', 'pending', ?, ?)`, no, user, product, s.now, s.now)
+	if bucket == 0 {
+		s.exec("UPDATE products SET stock = stock - 1 WHERE id = ?", product)
+	} else {
+		s.exec("UPDATE stock_buckets SET stock = stock - 1 WHERE product_id = ? AND bucket = ?", product, bucket)
+	}
+	s.exec("INSERT INTO stock_ledger (product_id, delta, reason, order_no, fence, bucket, created_at) VALUES (?, -1, 'order', ?, ?, ?, ?)", product, no, fence, bucket, s.now)
+}
+
 // order places an order: row, stock taken with the fence, ledger row.
 func (s *shop) order(no string, user, product, qty int64, kind, status string, fence int64) {
 	s.t.Helper()
@@ -159,6 +181,24 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 			breakIt: func(s *shop) {
 				s.order("S-14", 14, 1, 1, "seckill", "pending", 9)
 				s.order("S-15", 15, 1, 1, "seckill", "pending", 4) // a holder past its lease wrote after fence 9
+			},
+			want: []string{"L2"},
+		},
+		{
+			name: "stock buckets: each bucket's fence counter rises on its own",
+			breakIt: func(s *shop) {
+				s.bucketed(4)
+				s.bucketOrder("S-41", 41, 4, 0, 9)
+				s.bucketOrder("S-42", 42, 4, 1, 2) // bucket 1's own counter: no L2
+			},
+		},
+		{
+			name: "stock buckets: a stale fence within one bucket",
+			breakIt: func(s *shop) {
+				s.bucketed(4)
+				s.bucketOrder("S-41", 41, 4, 1, 9)
+				s.bucketOrder("S-42", 42, 4, 0, 1)
+				s.bucketOrder("S-43", 43, 4, 1, 4) // bucket 1 after its fence 9
 			},
 			want: []string{"L2"},
 		},

@@ -225,3 +225,43 @@ func TestBucketsOffIsOneRow(t *testing.T) {
 		t.Errorf("a lab product: %+v, %v; want one bucket of 5", lab, err)
 	}
 }
+
+// TestBucketStaleFenceRaised: each bucket has its own fence counter; when
+// Redis loses bucket 1's, the bucket's row refuses the next holder's write,
+// and the service raises that counter from the row and writes again.
+func TestBucketStaleFenceRaised(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.bucketed(t, 3, 1)
+	ctx := context.Background()
+	id := f.product(t, s, 30)
+	for range 3 {
+		if err := buy(ctx, s, id, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fenceKey := f.Prefix + "lock:{product:" + fmt.Sprint(id) + ":1}:fence"
+	if n, _ := f.RDB.Get(ctx, fenceKey).Int64(); n != 3 {
+		t.Fatalf("bucket 1's fence counter = %d, want 3 (its own key)", n)
+	}
+	if err := f.RDB.Del(ctx, fenceKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := buy(ctx, s, id, 1); err != nil {
+		t.Fatalf("after bucket 1's fence counter was lost: %v", err)
+	}
+	if got := counter(t, s.reg, "shop_inventory_stale_fence_rejections_total"); got != 1 {
+		t.Errorf("stale fence rejections = %v, want 1", got)
+	}
+	dbFence := f.Count(t, "SELECT fence FROM stock_buckets WHERE product_id = ? AND bucket = 1", id)
+	redisFence, _ := f.RDB.Get(ctx, fenceKey).Int64()
+	if dbFence != 4 || redisFence != 4 {
+		t.Errorf("fences after recovery: database %d, redis %d; want 4, 4", dbFence, redisFence)
+	}
+	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{10, 6, 10}) {
+		t.Errorf("buckets %v, want [10 6 10]", got)
+	}
+	if n := f.Count(t, "SELECT COUNT(*) FROM stock_ledger WHERE product_id = ? AND reason = 'order' AND bucket = 1", id); n != 4 {
+		t.Errorf("%d order ledger rows of bucket 1, want 4", n)
+	}
+}
