@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/platform"
 )
@@ -170,11 +171,12 @@ type benchRoute struct {
 
 // The routings a hot-product phase can use.
 const (
-	routeDirect  = "direct"                       // one instance
-	routeAffine  = "product-affine"               // the harness's consistent hash, the default
-	routeSpread  = "round robin (lab)"            // every instance takes a share of the product
-	routeNginx   = "nginx, product-affine"        // deploy/nginx.conf in front
-	routeNoNginx = "nginx not installed: skipped" // (not a phase)
+	routeDirect  = "direct"                         // one instance
+	routeAffine  = "product-affine"                 // the harness's consistent hash, the default
+	routeSpread  = "round robin (lab)"              // every instance takes a share of the product
+	routeNginx   = "nginx, product-affine"          // deploy/nginx.conf in front
+	routeBuckets = "round robin, K=3 stock buckets" // each instance starts at its own bucket (docs chapter 9)
+	routeNoNginx = "nginx not installed: skipped"   // (not a phase)
 )
 
 func (o benchOptions) validate() error {
@@ -192,7 +194,7 @@ func (o benchOptions) validate() error {
 func (h *harness) bench(ctx context.Context) scenarioReport {
 	o := h.o.bench
 	r := scenarioReport{
-		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1, 2 and 3 instances (product-affine, round robin, nginx), sold-out vs /healthz, RSS at %d connections", o.rssClients),
+		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1, 2 and 3 instances (product-affine, round robin, nginx, stock buckets), sold-out vs /healthz, RSS at %d connections", o.rssClients),
 		Params: map[string]any{"phase": o.phase.String(), "warmup": o.warmup.String(), "clients": o.clients, "raw_workers": o.rawWorkers,
 			"rss_clients": o.rssClients, "rss_duration": o.rssDuration.String()},
 	}
@@ -314,6 +316,9 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	if err := h.benchBehindNginx(ctx, db, c3, users, br); err != nil {
 		return err
 	}
+	if err := h.benchBuckets(ctx, b, db, common, users, br); err != nil {
+		return err
+	}
 	if slices.Contains(common, "SHOP_BATCH_MAX=1") {
 		return nil
 	}
@@ -327,6 +332,30 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 	users.secret = []byte(off.secret)
 	h.benchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.clients)
 	ord, err := h.benchOrders(ctx, db, off, users, benchRoute{routing: routeDirect, urls: off.urls(), shops: 1})
+	br.Orders = append(br.Orders, ord)
+	return err
+}
+
+// benchBuckets is the stock-bucket phase (docs chapter 9), beside the
+// product-affine one: three instances of their own, reached round robin,
+// each starting at its own bucket of a product held in three (instance i
+// at bucket i). Buckets need lock-fence; under another strategy the phase
+// is left out.
+func (h *harness) benchBuckets(ctx context.Context, b *backend, db *sql.DB, common []string, users *benchUsers, br *benchReport) error {
+	if h.o.strategy != inventory.LockFence {
+		h.benchSay("bench: stock buckets need --strategy %s: skipped", inventory.LockFence)
+		return nil
+	}
+	common, extra := withBuckets(3, slices.DeleteFunc(slices.Clone(common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
+	c, err := startCluster(ctx, h.bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.seq), h.workdir, common, extra)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	users.secret = []byte(c.secret)
+	rt := benchRoute{routing: routeBuckets, urls: c.urls(), shops: 3}
+	h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
+	ord, err := h.benchOrders(ctx, db, c, users, rt)
 	br.Orders = append(br.Orders, ord)
 	return err
 }

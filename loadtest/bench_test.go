@@ -90,6 +90,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	for _, want := range []string{"raw db:   4 workers", "orders:   1 instance(s), 16 clients", "orders:   2 instance(s), product-affine, 16 clients",
 		"orders:   3 instance(s), product-affine, 16 clients", "orders:   3 instance(s), round robin (lab), 16 clients",
+		"orders:   3 instance(s), round robin, K=3 stock buckets, 16 clients",
 		"sold-out refusals/s", "memory:   200 keep-alive clients", "requests without an answer, every phase", "bench    PASS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -105,11 +106,15 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	br := rep.Scenarios[0].Bench
 	// 1 instance; 2 and 3 product-affine; 3 round robin; (3 behind nginx
-	// when it is installed); 1 with coalescing off, last.
+	// when it is installed); 3 round robin on stock buckets; 1 with
+	// coalescing off, last.
 	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 5 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
 		br.Orders[2].OrdersPerSec <= 0 || br.Orders[2].OfOne <= 0 || br.Orders[2].Routing != routeAffine ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
+	}
+	if i := slices.IndexFunc(br.Orders, func(o benchOrders) bool { return o.Routing == routeBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
+		t.Errorf("the stock-bucket phase lacks its figure: %+v", br.Orders)
 	}
 	if br.OneUnit.Orders != 1 || br.OneUnit.Buyers < 100 {
 		t.Errorf("the 1-unit product: %d orders after %d buyers, want exactly 1 after hundreds", br.OneUnit.Orders, br.OneUnit.Buyers)
