@@ -543,7 +543,15 @@ func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOption
 	for id := range hs {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	// Smallest first: one product whose check runs out of time (a search
+	// over a hot product's thousands of operations) leaves the others
+	// decided rather than unchecked. The report lists them by id.
+	sort.Slice(ids, func(i, j int) bool {
+		if a, b := len(hs[ids[i]].Ops), len(hs[ids[j]].Ops); a != b {
+			return a < b
+		}
+		return ids[i] < ids[j]
+	})
 	verdict, reason := linear.Linearizable, ""
 	for _, id := range ids {
 		h := hs[id]
@@ -563,6 +571,8 @@ func CheckLinear(recs []Record, initial map[int64]int64, f Facts, o LinearOption
 			verdict, reason = linear.Undecided, fmt.Sprintf("product %d: %s", id, res.Reason)
 		}
 	}
+	sort.Slice(rep.Products, func(i, j int) bool { return rep.Products[i].ProductID < rep.Products[j].ProductID })
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].ProductID < vs[j].ProductID })
 	switch verdict {
 	case linear.Linearizable:
 		t := true
