@@ -240,7 +240,7 @@ func judgeCounter(ctx context.Context, h History, defs, opts []unit, adds []int)
 		// order): the steps' failure is only confirmed by a search.
 		switch ok, err := searchCounter(ctx, items, h.Stock); {
 		case err != nil:
-			return nil, "checking timed out (" + err.Error() + ") while searching for an order of orders of different quantities and additions"
+			return nil, "checking timed out (" + err.Error() + ") while searching for an order of orders of different quantities and additions (the steps alone stopped at: " + f.Reason + ")"
 		case ok:
 			return nil, ""
 		}
