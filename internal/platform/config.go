@@ -220,7 +220,7 @@ var settings = []setting{
 	{"lab-no-idempotency", "SHOP_LAB_NO_IDEMPOTENCY", "false", "LAB FAULT: turn order idempotency off (random order numbers, no replay)", boolean(func(c *Config) *bool { return &c.LabNoIdempotency })},
 	{"read-timeout", "SHOP_READ_TIMEOUT", "10s", "deadline for reading a whole request, headers and body; a slower client is cut off", dur(func(c *Config) *time.Duration { return &c.ReadTimeout })},
 	{"request-timeout", "SHOP_REQUEST_TIMEOUT", "30s", "longest a request may run; its database and Redis calls are cancelled then (503 unavailable)", dur(func(c *Config) *time.Duration { return &c.RequestTimeout })},
-	{"max-conns", "SHOP_MAX_CONNS", "2048", "open client connections per instance; one more is answered 503 overloaded as soon as its request arrives", func(c *Config, v string) error {
+	{"max-conns", "SHOP_MAX_CONNS", "1024", "open client connections per instance; one more is answered 503 overloaded as soon as its request arrives", func(c *Config, v string) error {
 		var n int64
 		err := integer(func(*Config) *int64 { return &n }, 1, 1_000_000)(c, v)
 		c.MaxConns = int(n)

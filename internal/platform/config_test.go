@@ -54,7 +54,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		{"LabNoIdempotency", c.LabNoIdempotency, false},
 		{"ReadTimeout", c.ReadTimeout, 10 * time.Second},
 		{"RequestTimeout", c.RequestTimeout, 30 * time.Second},
-		{"MaxConns", c.MaxConns, 2048},
+		{"MaxConns", c.MaxConns, 1024},
 		{"RateOrders", c.RateOrders, Rate{N: 5, Per: time.Second, Burst: 30}},
 		{"RatePay", c.RatePay, Rate{N: 5, Per: time.Second, Burst: 20}},
 		{"RateFormTokens", c.RateFormTokens, Rate{N: 5, Per: time.Second, Burst: 20}},
