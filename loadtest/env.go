@@ -100,6 +100,7 @@ func (e *env) close() {
 func (e *env) verify(ctx context.Context, in checkInput, tokens map[int64]string) (verdict, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
+	in.soldOut = e.h.o.linear.SoldOutCache
 	if !e.h.o.noLinear {
 		in.linear = &e.h.o.linear
 	}

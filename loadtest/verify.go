@@ -67,6 +67,7 @@ type checkInput struct {
 	wallets  map[int64]int64 // balances read by the clients (pay run), nil otherwise
 	mirror   func(ctx context.Context, productID int64) (units, held int64, ok bool, err error)
 	linear   *loadgen.LinearOptions // nil: no linearizability check
+	soldOut  time.Duration          // the shops' SHOP_SOLD_OUT_CACHE (O5, as linear's)
 }
 
 // checkLinear judges the records' linearizability (when asked) and adds a
@@ -93,6 +94,7 @@ func verifyDB(ctx context.Context, db *gorm.DB, in checkInput) (verdict, error) 
 	if err != nil {
 		return v, err
 	}
+	f.SoldOutCache = in.soldOut
 	v.Client = loadgen.Check(in.records, f)
 	v.checkLinear(in, f)
 	v.Locks, v.Counts.StaleFence, err = fenceCheck(ctx, db)
@@ -143,7 +145,7 @@ func verifyAPI(ctx context.Context, c *loadgen.Client, in checkInput, tokens map
 	if err != nil {
 		return v, err
 	}
-	f.Settled, f.Wallets = in.settled, in.wallets
+	f.Settled, f.Wallets, f.SoldOutCache = in.settled, in.wallets, in.soldOut
 	v.Client = loadgen.Check(in.records, f)
 	v.checkLinear(in, f)
 	for _, p := range v.Audit.Products {

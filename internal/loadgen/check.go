@@ -65,6 +65,11 @@ type Facts struct {
 	// Slack widens the window in which an addition counts as "after" an
 	// answer, for clock differences (default 100ms).
 	Slack time.Duration
+	// SoldOutCache is the shops' SHOP_SOLD_OUT_CACHE (default 1s): a
+	// refusal from a sold-out book may be that much older than units that
+	// came back (plus the database round trips, as in CheckLinear), so O5
+	// counts such units as possibly not back yet.
+	SoldOutCache time.Duration
 	// MaxRows caps the rows attached to one violation (default 20).
 	MaxRows int
 }
@@ -74,6 +79,9 @@ type Facts struct {
 func Check(recs []Record, f Facts) []audit.Violation {
 	if f.Slack <= 0 {
 		f.Slack = 100 * time.Millisecond
+	}
+	if f.SoldOutCache <= 0 {
+		f.SoldOutCache = time.Second
 	}
 	if f.MaxRows <= 0 {
 		f.MaxRows = 20
@@ -166,8 +174,9 @@ func checkOrders(recs []Record, f Facts, v *violations) {
 
 // checkUndersell: O5. A refusal for lack of stock is false when, at the
 // moment of the request, at least the asked quantity was provably unsold:
-// the final stock minus everything added back since the request started is
-// a lower bound of the stock at that moment.
+// the final stock minus everything added back since the request started
+// (or shortly before: a shop's sold-out book may not know of it yet, see
+// Facts.SoldOutCache) is a lower bound of the stock at that moment.
 func checkUndersell(recs []Record, f Facts, v *violations) {
 	for _, r := range recs {
 		var q int64
@@ -185,7 +194,7 @@ func checkUndersell(recs []Record, f Facts, v *violations) {
 		}
 		bound := s.Final - s.Unknown
 		for _, a := range s.Additions {
-			if !a.At.Before(r.Start.Add(-f.Slack)) {
+			if !a.At.Before(r.Start.Add(-f.Slack - f.SoldOutCache - additionReadSlack)) {
 				bound -= a.Units
 			}
 		}
