@@ -122,6 +122,9 @@ type benchRate struct {
 	P99        time.Duration  `json:"p99_ns"`
 	Max        time.Duration  `json:"max_ns"`
 	Answers    map[string]int `json:"answers"`
+	// Failures counts the requests without an answer by what the client
+	// saw (the error's last part: a timeout, a reset, ...).
+	Failures map[string]int `json:"failures,omitempty"`
 }
 
 // benchOneUnit is the product with one unit that the refusal and memory

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,6 +203,12 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 		for k, v := range r.answers {
 			out.Answers[k] += v
 		}
+		for k, v := range r.failures {
+			if out.Failures == nil {
+				out.Failures = map[string]int{}
+			}
+			out.Failures[k] += v
+		}
 		if r.err != nil && ctx.Err() == nil {
 			return out, r.err
 		}
@@ -228,6 +235,7 @@ type benchClientResult struct {
 	answered bool     // at least one request got an answer
 	sent     int
 	answers  map[string]int
+	failures map[string]int
 	err      error
 }
 
@@ -265,6 +273,12 @@ func (l benchLoad) client(ctx context.Context, hc *http.Client, ranked []*url.UR
 			res.answers[answerKey(status, code)]++
 		}
 		if err != nil {
+			if !start.Before(t0) {
+				if res.failures == nil {
+					res.failures = map[string]int{}
+				}
+				res.failures[failureOf(err)]++
+			}
 			if errs++; errs > 100 {
 				res.err = fmt.Errorf("%s %s: %w", l.method, u, err)
 				break
@@ -276,6 +290,16 @@ func (l benchLoad) client(ctx context.Context, hc *http.Client, ranked []*url.UR
 		}
 	}
 	return res
+}
+
+// failureOf is the part of a request's error that says what happened
+// (net/http wraps it in the method and URL).
+func failureOf(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	return s
 }
 
 // roundTrip sends req and reads the answer into buf: the status and, for a

@@ -134,6 +134,9 @@ func writeBench(w io.Writer, br *benchReport) {
 		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s, slowest %s; shop connection cap %s\n",
 			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, ms(m.Load.P99), ms(m.Load.Max), m.MaxConns)
 		fmt.Fprintf(w, "          answers: %s; no answer: %d; clients without any answer: %d of %d\n", answersText(m.Load.Answers), m.Load.Answers["no answer"], m.Load.Unanswered, m.Clients)
+		if len(m.Load.Failures) > 0 {
+			fmt.Fprintf(w, "          without an answer, as the clients saw it: %s\n", answersText(m.Load.Failures))
+		}
 		if m.ListenOverflows >= 0 {
 			fmt.Fprintf(w, "          connects dropped on a full listen queue (kernel, whole machine): %d; somaxconn %d\n", m.ListenOverflows, m.SoMaxConn)
 		}

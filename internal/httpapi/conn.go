@@ -11,8 +11,8 @@ import (
 )
 
 // Listener wraps ln for serving: at most maxConns connections are open at
-// once, and one more is answered at once with 503 overloaded (see
-// capListener) instead of waiting unanswered in the listen backlog, unless
+// once, and one more is answered with 503 overloaded as soon as its request
+// arrives (see capListener) instead of waiting unanswered in the listen backlog, unless
 // a long-idle keep-alive connection gives up its slot (the server's
 // ConnState must be this package's ConnState for that); every
 // connection is watched for a request head carrying both Content-Length

@@ -44,12 +44,15 @@ type capListener struct {
 const idleEvictAfter = 5 * time.Second
 
 // maxDrains bounds the refused connections waited on, answered and drained
-// at once: a parked goroutine each (a few KiB; 10,000 of them add about
-// 5 MB to the peak RSS, see the bench's memory phase), and a 512-byte
-// buffer once answered. It is sized for a crowd several times the cap:
-// past it a refused connection is answered and closed in the accept loop
-// without waiting for its request, which a Go client (k6 among them) may
-// drop as unsolicited and report as a failed request.
+// at once: a parked goroutine each (its stack and the poller's state, about
+// 3 KiB), and a 512-byte buffer once answered. A refusal whose request has
+// arrived is answered within microseconds, but its drain lasts until the
+// client closes, slow on a loaded machine, so a crowd keeps thousands in
+// flight: at 10,000 bench clients a bound of 4096 was reached and 300
+// refusals were written before their request (a Go client, k6 among them,
+// drops such an answer as unsolicited and fails the request); 16,384 made
+// it 0, at 122 MB of peak RSS against 109. Past the bound a refused
+// connection is answered and closed in the accept loop without waiting.
 const maxDrains = 16384
 
 // awaitFor bounds the wait for a refused connection's request: long enough
@@ -99,11 +102,16 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// awaitRequest waits, for up to d, until c has bytes to read, and reads
-// none of them. An answer that arrives before the client has sent its
-// request is one it did not ask for yet: Go's http.Transport, for one,
-// drops it as "unsolicited" and silently redials, so its caller would see
-// a slow sold-out instead of the 503.
+// awaitRequest waits, for up to d, until c has bytes to read (or its
+// client closed it), and reads none of them. An answer that arrives before
+// the client has sent its request is one it did not ask for yet: Go's
+// http.Transport, for one, drops it as "unsolicited" and fails the request.
+//
+// The wait asks the socket (pending), not the poller alone: Go's poller is
+// edge-triggered and forgets a readiness that came before the wait began,
+// so a request that arrived between the accept and the wait would be
+// noticed only at the deadline. (Measured: a thousand refusals a run, each
+// held the full 5 s while its request sat in the socket.)
 func awaitRequest(c net.Conn, d time.Duration) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -114,12 +122,7 @@ func awaitRequest(c net.Conn, d time.Duration) {
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(d))
-	waited := false
-	_ = rc.Read(func(uintptr) bool { // false: wait until readable; then done
-		done := waited
-		waited = true
-		return done
-	})
+	_ = rc.Read(pending) // false: wait until readable, then ask again
 }
 
 // answerOverloaded writes the 503 to c, half-closes it and, for up to
@@ -160,10 +163,19 @@ func (l *capListener) take() bool {
 	}
 	l.mu.Lock()
 	var old *capConn
-	if e := l.idle.Front(); e != nil && time.Since(e.Value.(*capConn).idleSince) >= idleEvictAfter {
-		old = e.Value.(*capConn)
-		l.idle.Remove(e)
-		old.idleAt = nil
+	// The longest idle first; one whose client has started its next
+	// request is passed over (a few at most: past them, refuse).
+	for e, n := l.idle.Front(), 0; e != nil && n < 8; e, n = e.Next(), n+1 {
+		cc := e.Value.(*capConn)
+		if time.Since(cc.idleSince) < idleEvictAfter {
+			break
+		}
+		if !cc.heard.Load() && !cc.sending() {
+			old = cc
+			l.idle.Remove(e)
+			old.idleAt = nil
+			break
+		}
 	}
 	l.mu.Unlock()
 	if old == nil {
@@ -197,6 +209,7 @@ func ConnState(c net.Conn, state http.ConnState) {
 		cc.idleAt = nil
 	}
 	if state == http.StateIdle {
+		cc.heard.Store(false)
 		cc.idleSince = time.Now()
 		cc.idleAt = l.idle.PushBack(cc)
 	}
@@ -207,9 +220,38 @@ type capConn struct {
 	net.Conn
 	l      *capListener
 	closed atomic.Bool
+	heard  atomic.Bool // the server read bytes since the connection went idle
 
 	idleSince time.Time     // guarded by l.mu
 	idleAt    *list.Element // in l.idle while idle; guarded by l.mu
+}
+
+func (c *capConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.heard.Store(true)
+	}
+	return n, err
+}
+
+// sending reports whether the client has started its next request and
+// the bytes wait in the socket. The server marks a connection active only
+// once it has read the request's whole head (heard covers what it read
+// before that); closing it in between would lose a request the client
+// already sent. What remains is the instant between this check and the
+// close.
+func (c *capConn) sending() bool {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ready := false
+	_ = rc.Control(func(fd uintptr) { ready = pending(fd) })
+	return ready
 }
 
 func (c *capConn) Close() error {

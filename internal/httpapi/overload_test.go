@@ -22,6 +22,10 @@ import (
 // first read from it or wrote to it.
 type firstOpListener struct {
 	net.Listener
+	// pause holds each accepted connection back this long, so that what
+	// its client sends right after connecting is in the socket before
+	// the server looks.
+	pause time.Duration
 	mu    sync.Mutex
 	first []string
 }
@@ -31,6 +35,7 @@ func (l *firstOpListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	time.Sleep(l.pause)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.first = append(l.first, "")
@@ -79,7 +84,7 @@ func TestOverCapAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &firstOpListener{Listener: inner}
+	rec := &firstOpListener{Listener: inner, pause: 100 * time.Millisecond}
 	reg := prometheus.NewRegistry()
 	var handled atomic.Int64
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,12 +116,19 @@ func TestOverCapAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = c.SetDeadline(time.Now().Add(awaitFor + 5*time.Second)) // nothing sent: answered once awaitFor is up
+		sent := time.Now()
 		if _, err := io.WriteString(c, tc.request); err != nil {
 			t.Fatalf("%s: send: %v", tc.name, err)
 		}
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Fatalf("%s: no answer over the cap: %v", tc.name, err)
+		}
+		// A request already in the socket when the wait begins (sent
+		// right after the connect, as here) is seen at once, not when
+		// awaitFor runs out: the poller alone would not tell.
+		if waited := time.Since(sent); tc.request != "" && waited >= awaitFor-time.Second {
+			t.Errorf("%s: answered after %s, want at once (the request was waiting in the socket)", tc.name, waited)
 		}
 		body, err := io.ReadAll(resp.Body)
 		c.Close()
@@ -198,7 +210,9 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 // A keep-alive connection idle for idleEvictAfter gives its slot to a
 // connection over the cap, which is then served; one idle for less does
-// not, and the newcomer is answered 503 overloaded.
+// not, nor does one whose client has started its next request (its bytes
+// read by the server or waiting in the socket): the newcomer is answered
+// 503 overloaded then, or another idle connection gives way.
 func TestIdleConnectionGivesWay(t *testing.T) {
 	t.Parallel()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
@@ -206,23 +220,27 @@ func TestIdleConnectionGivesWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, ConnState: ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ReadHeaderTimeout: 20 * time.Second, ConnState: ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	})}
-	go func() { _ = srv.Serve(Listener(inner, 1, reg)) }()
+	go func() { _ = srv.Serve(Listener(inner, 2, reg)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	addr := inner.Addr().String()
-	get := func(c net.Conn) (int, error) {
+	const head = "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n"
+	answer := func(c net.Conn) (int, error) {
 		_ = c.SetDeadline(time.Now().Add(awaitFor + 5*time.Second))
-		if _, err := io.WriteString(c, "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n"); err != nil {
-			return 0, err
-		}
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			return 0, err
 		}
 		resp.Body.Close()
 		return resp.StatusCode, nil
+	}
+	get := func(c net.Conn) (int, error) {
+		if _, err := io.WriteString(c, head); err != nil {
+			return 0, err
+		}
+		return answer(c)
 	}
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
@@ -233,17 +251,32 @@ func TestIdleConnectionGivesWay(t *testing.T) {
 		return c
 	}
 
-	idle := dial()
-	if code, err := get(idle); err != nil || code != http.StatusOK {
-		t.Fatalf("first connection: %d %v", code, err)
+	// Both slots taken by keep-alive connections, then idle: sending
+	// first (the longest idle), then idle.
+	sending, idle := dial(), dial()
+	for _, c := range []net.Conn{sending, idle} {
+		if code, err := get(c); err != nil || code != http.StatusOK {
+			t.Fatalf("first requests: %d %v", code, err)
+		}
 	}
 	idleFrom := time.Now()
 	if code, err := get(dial()); err != nil || code != http.StatusServiceUnavailable {
-		t.Fatalf("over the cap while the other connection is freshly idle: %d %v, want 503", code, err)
+		t.Fatalf("over the cap while both connections are freshly idle: %d %v, want 503", code, err)
 	}
 	time.Sleep(time.Until(idleFrom.Add(idleEvictAfter + 200*time.Millisecond)))
+	// The longest idle starts its next request, half a head.
+	if _, err := io.WriteString(sending, head[:10]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
 	if code, err := get(dial()); err != nil || code != http.StatusOK {
 		t.Fatalf("over the cap with a connection idle for %s: %d %v, want 200 (served in its slot)", idleEvictAfter, code, err)
+	}
+	if _, err := io.WriteString(sending, head[10:]); err != nil {
+		t.Fatalf("the connection that was sending was closed: %v", err)
+	}
+	if code, err := answer(sending); err != nil || code != http.StatusOK {
+		t.Errorf("the connection that was sending its request: %d %v, want 200 (not evicted)", code, err)
 	}
 	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := idle.Read(make([]byte, 1)); err == nil {
