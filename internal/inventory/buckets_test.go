@@ -265,3 +265,22 @@ func TestBucketStaleFenceRaised(t *testing.T) {
 		t.Errorf("%d order ledger rows of bucket 1, want 4", n)
 	}
 }
+
+// TestBucketRestockReplayAnswersTheSum: a restock repeated under its key
+// answers as the first one did, with the stock summed over every bucket,
+// not bucket 0's alone.
+func TestBucketRestockReplayAnswersTheSum(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.bucketed(t, 3, 0)
+	ctx := context.Background()
+	id := f.product(t, s, 6) // [2 2 2]
+	first, replayed, err := s.Restock(ctx, id, 3, "replay-sum", "h")
+	if err != nil || replayed || first.Stock != 9 {
+		t.Fatalf("first restock = stock %d, replayed %v, %v; want 9, false", first.Stock, replayed, err)
+	}
+	again, replayed, err := s.Restock(ctx, id, 3, "replay-sum", "h")
+	if err != nil || !replayed || again.Stock != 9 {
+		t.Fatalf("replayed restock = stock %d, replayed %v, %v; want 9 (the sum), true", again.Stock, replayed, err)
+	}
+}

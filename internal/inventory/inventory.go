@@ -311,7 +311,9 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 					return idem.ErrFingerprintMismatch
 				}
 				replayed = true
-				return nil
+				// Answered as the first time: the stock summed over the buckets.
+				out, err = readTotal(tx, id)
+				return err
 			}
 			if err := addStock(tx, id, spread(quantity, k)); err != nil {
 				return err
