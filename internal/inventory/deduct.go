@@ -44,6 +44,15 @@ type Take struct {
 	left    uint64
 }
 
+// Restart forgets what an earlier run of the caller's transaction found:
+// call it at the start of each run. A run that rolled back and is run again
+// may call no DeductTx (its wants refused or found committed before it),
+// and Guard must not walk on, mark buckets empty or learn a sold-out from
+// what the rolled-back run saw.
+func (t *Take) Restart() {
+	t.soldOut, t.open, t.emptied, t.tallied, t.left = false, 0, false, false, 0
+}
+
 // prepare is the part of a deduction that runs before the caller opens its
 // transaction (inside Guard): the lab pause, which stands
 // in for a holder stopped between taking the lock and writing, and, for the

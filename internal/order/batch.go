@@ -239,6 +239,7 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		var got []result // this transaction's results; res once it committed
 		for attempt := 1; ; attempt++ {
 			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
+				take.Restart()
 				got = slices.Clone(res)
 				soldOut, err = s.commitTx(tx, take, batch, got)
 				return err

@@ -2,7 +2,12 @@ package order
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
 
 	"github.com/seckill-lab/shop/internal/inventory"
 )
@@ -52,5 +57,55 @@ func TestBatchWalksBuckets(t *testing.T) {
 	}
 	if _, known := s.inv.SoldOut(t.Context(), id); !known {
 		t.Error("the sold-out book did not learn the product")
+	}
+}
+
+// A batch transaction that rolls back and runs again must not act on what
+// the rolled-back run found. Here the first run serves one want from bucket
+// 0 (emptying it) and leaves the other open; its order INSERT then fails
+// as a deadlock victim would, while another writer commits both orders.
+// The rerun finds them and calls no DeductTx, so the walk ends there: bucket
+// 0, whose unit the rollback gave back, is not remembered as empty, and
+// the next buyer is served from it.
+func TestBatchRerunForgetsTheRolledBackTake(t *testing.T) {
+	t.Parallel()
+	f := newBatchFixture(t)
+	s := f.service(t, inventory.Config{Buckets: 3, HomeBucket: 0})
+	id := f.product(t, s, 3) // [1 1 1]
+	batch := []*request{seckillReq(10, id), seckillReq(20, id)}
+	var armed atomic.Bool
+	armed.Store(true)
+	err := f.DB.Callback().Create().Before("gorm:create").Register("test:deadlock-once", func(tx *gorm.DB) {
+		if tx.Statement.Table != "orders" || !armed.CompareAndSwap(true, false) {
+			return
+		}
+		twins := []Order{batch[0].o, batch[1].o}
+		for i := range twins {
+			twins[i].Status, twins[i].CreatedAt, twins[i].UpdatedAt = StatusPending, time.Now(), time.Now()
+		}
+		if err := f.DB.Create(&twins).Error; err != nil {
+			t.Errorf("twins: %v", err)
+		}
+		tx.AddError(&mysql.MySQLError{Number: 1213, Message: "test: deadlock"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.runBatch(id, admit(t, s, batch))
+	for i, r := range answers(batch) {
+		if r.err != nil || r.created {
+			t.Errorf("request %d: %+v; want the twin's order, replayed", i, r)
+		}
+	}
+	if armed.Load() {
+		t.Fatal("the injected failure never ran")
+	}
+	next := []*request{seckillReq(30, id)}
+	s.runBatch(id, admit(t, s, next))
+	if r := answers(next)[0]; r.err != nil || !r.created {
+		t.Fatalf("next buyer: %+v; want created", r)
+	}
+	if left := f.Count(t, "SELECT stock FROM products WHERE id = ?", id); left != 0 {
+		t.Errorf("bucket 0 holds %d after the next buyer; want 0 (served from its home bucket, not skipped as empty)", left)
 	}
 }
