@@ -178,6 +178,10 @@ func readTotal(db *gorm.DB, id int64) (Product, error) {
 
 // bucketsOf is a product's K, read once (it never changes). A product not
 // found is taken as one bucket: its deduction answers ErrNotFound as before.
+// That answer is not remembered (the product may be created the next
+// moment, and Guard asks again for what Admit found missing), so an order
+// for an id that does not exist costs a primary-key read in Admit and in
+// Guard, besides the deduction that refuses it.
 func (s *Service) bucketsOf(ctx context.Context, id int64) (int, error) {
 	if k, ok := s.buckets.Load(id); ok {
 		return k.(int), nil

@@ -284,3 +284,38 @@ func TestBucketRestockReplayAnswersTheSum(t *testing.T) {
 		t.Fatalf("replayed restock = stock %d, replayed %v, %v; want 9 (the sum), true", again.Stock, replayed, err)
 	}
 }
+
+// TestBucketsOfAProductCreatedAfterAdmit: a want admitted while its product
+// did not exist yet (taken then as one bucket) is deducted by walking the
+// buckets of the product created since, not from bucket 0 alone.
+func TestBucketsOfAProductCreatedAfterAdmit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.bucketed(t, 3, 0)
+	ctx := context.Background()
+	before := f.product(t, s, 1)
+	no := fmt.Sprintf("late-%d", orderSeq.Add(1))
+	admitted, err := s.Admit(ctx, before+1, no, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := f.product(t, s, 3); id != before+1 { // [1 1 1]
+		t.Fatalf("the product got id %d, want %d (the id admitted before it existed)", id, before+1)
+	}
+	var refused error
+	err = s.Guard(ctx, admitted, func(ctx context.Context, take *inventory.Take) error {
+		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
+			taken, err := s.DeductTx(tx, take, []inventory.Want{{OrderNo: no, Quantity: 2}})
+			if err == nil {
+				refused = taken.Refused[0]
+			}
+			return err
+		})
+	})
+	if err != nil || refused != nil {
+		t.Fatalf("2 of 3 units over 3 buckets: %v, %v; want served (the walk reaches buckets 1 and 2)", err, refused)
+	}
+	if got := f.buckets(t, before+1); !reflect.DeepEqual(got, []int64{0, 0, 1}) {
+		t.Errorf("buckets %v, want [0 0 1]", got)
+	}
+}

@@ -410,6 +410,18 @@ func locks(strategy string) bool { return strategy != Naive && strategy != Condi
 // bucket tried, each time for the wants still open.
 func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
 	start := time.Now()
+	if a.buckets <= 1 {
+		// Admitted before the product was known here (or existed): ask
+		// again, or a product created since would be deducted from bucket
+		// 0 alone. A known K is a map hit.
+		k, err := s.bucketsOf(ctx, a.productID)
+		if err != nil {
+			return err
+		}
+		if a.buckets = k; k > 1 {
+			a.strategy = LockFence
+		}
+	}
 	if a.buckets > 1 {
 		err := s.walk(ctx, a, fn)
 		s.metrics.deducted(LockFence, err, time.Since(start))
