@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stale:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "stale_fence_rejections_total", Help: "Stock writes the database refused because a newer fencing token had written."}),
 		relFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lock_lost_before_release_total", Help: "Product locks found expired or taken over at release."}),
 		pauses:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lab_pauses_total", Help: "LAB: lock holders paused on purpose."}),
-		moves:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_moves_total", Help: "Batches of a product held in stock buckets that deducted from a bucket other than this instance's home bucket."}),
+		moves:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_moves_total", Help: "Stock buckets other than this instance's home bucket that batches of a product held in buckets tried: one per bucket a batch moved on to, whether or not it deducted there."}),
 		tallies:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_tallies_total", Help: "Batches that tried every stock bucket and decided their open wants under every bucket's lock."}),
 	}
 	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses, m.moves, m.tallies)
