@@ -347,10 +347,16 @@ func (s *Service) commitTx(tx *gorm.DB, take *inventory.Take, batch []*request, 
 
 // capUnpaid refuses (ErrUnpaidLimit) the wants that would take their
 // user's units in pending orders above Config.UnpaidLimit, counting earlier
-// wants of the same batch; one grouped read for the whole batch. It is exact
-// for this product (the batch holds its lock) and soft across products:
-// simultaneous orders of one user for different products may each pass and
-// end a few units above the cap (the per-user rate limit slows that down).
+// wants of the same batch; one grouped read for the whole batch. For a
+// product held in one row it is exact for this product (the batch holds its
+// lock). For a product held in K buckets it is exact per bucket lock only:
+// batches holding different buckets at once (at most K) each count the
+// pending orders committed before they read, so one user's orders that
+// reach them at the same moment may each pass, the cap exceeded by what at
+// most K-1 concurrent batches let through (each at most the cap). Across
+// products it is soft: simultaneous orders of one user for different
+// products may each pass and end a few units above the cap (the per-user
+// rate limit slows both down).
 func (s *Service) capUnpaid(tx *gorm.DB, batch []*request, wants []inventory.Want, asked []int, res []result) ([]inventory.Want, []int, error) {
 	if s.cfg.UnpaidLimit <= 0 || len(wants) == 0 {
 		return wants, asked, nil
