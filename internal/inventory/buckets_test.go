@@ -319,3 +319,20 @@ func TestBucketsOfAProductCreatedAfterAdmit(t *testing.T) {
 		t.Errorf("buckets %v, want [0 0 1]", got)
 	}
 }
+
+// TestDefaultHomeBucketsDiffer: instances started one after another
+// without SHOP_HOME_BUCKET get consecutive home buckets from a shared
+// counter, so K of them start at K different buckets.
+func TestDefaultHomeBucketsDiffer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const k = 3
+	seen := map[int]bool{}
+	for range k {
+		s := f.service(t, inventory.Config{Strategy: inventory.LockFence, Buckets: k, HomeBucket: -1})
+		seen[s.Home()%k] = true
+	}
+	if len(seen) != k {
+		t.Fatalf("%d instances started at %d different buckets of %d, want %d", k, len(seen), k, k)
+	}
+}

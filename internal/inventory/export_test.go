@@ -29,3 +29,6 @@ func (s *Service) StrategyTableLocked() bool {
 	}
 	return true
 }
+
+// Home is this instance's home bucket, before mod K.
+func (s *Service) Home() int { return s.home }

@@ -71,7 +71,7 @@ type Config struct {
 	// needs the lock-fence strategy.
 	Buckets int
 	// HomeBucket is the bucket this instance deducts from first, mod a
-	// product's K; negative = a random one, drawn once per process.
+	// product's K; negative = drawn once per process (drawHome).
 	HomeBucket int
 
 	// Lab faults, off by default.
@@ -152,10 +152,27 @@ func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config
 	}
 	home := cfg.HomeBucket
 	if home < 0 {
-		home = rand.IntN(1 << 20)
+		home = drawHome(rdb, cfg.KeyPrefix, log)
 	}
 	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m, soldOut: newSoldOutBook(cfg.SoldOutRecheck),
 		home: home, empty: newEmptyBook()}
+}
+
+// drawHome is the default home bucket: the next value of a counter in
+// Redis, taken once per process start, so instances started one after
+// another get consecutive homes, different mod any K at least their number
+// (random homes collide often: 3 instances, K=3, share one 7 times in 9).
+// An instance restarted later takes the next value, which may share a home
+// with a running one. Without Redis it is a random one.
+func drawHome(rdb redis.UniversalClient, prefix string, log *slog.Logger) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n, err := rdb.Incr(ctx, prefix+"home-bucket").Result()
+	if err != nil {
+		log.Warn("home bucket counter not read; this instance starts at a random bucket", "err", err)
+		return rand.IntN(1 << 20)
+	}
+	return int(n % (1 << 20))
 }
 
 // Strategy is the deduction strategy in use.

@@ -45,7 +45,7 @@ type Config struct {
 	LockReplicas  int64         // replicas that must acknowledge a lock (Redis WAIT); 0: off
 	StockStrategy string
 	StockBuckets  int64 // K of products created from now on; 1: off
-	HomeBucket    int64 // this instance's first bucket (mod K); -1: random per process
+	HomeBucket    int64 // this instance's first bucket (mod K); -1: drawn from a Redis counter at start
 	ShutdownWait  time.Duration
 	LogLevel      string
 	LogFormat     string
@@ -196,7 +196,7 @@ var settings = []setting{
 	{"memory-limit", "SHOP_MEMORY_LIMIT", "128", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
 	{"stock-strategy", "SHOP_STOCK_STRATEGY", inventory.LockFence, "stock deduction: " + strings.Join(inventory.Strategies, ", ") + " (only lock-fence is safe)", str(func(c *Config) *string { return &c.StockStrategy })},
 	{"stock-buckets", "SHOP_STOCK_BUCKETS", "1", "stock buckets (K) of each product created from now on, each with its own lock, so K instances deduct a hot product side by side (docs chapter 9); 1: off. More than 1 needs SHOP_STOCK_STRATEGY=lock-fence", integer(func(c *Config) *int64 { return &c.StockBuckets }, 1, inventory.MaxBuckets)},
-	{"home-bucket", "SHOP_HOME_BUCKET", "", "the stock bucket this instance deducts from first (taken mod a product's K); empty: a random one per process", func(c *Config, v string) error {
+	{"home-bucket", "SHOP_HOME_BUCKET", "", "the stock bucket this instance deducts from first (taken mod a product's K); empty: the next value of a counter in Redis, taken at start, so instances started one after another get different buckets (a random one if Redis does not answer)", func(c *Config, v string) error {
 		if v == "" {
 			c.HomeBucket = -1
 			return nil
