@@ -377,54 +377,49 @@ func assertViolations(t *testing.T, r audit.Report, wants []want) {
 
 func TestProductFilter(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			db := be.open(t)
-			s := newSeeder(t, db)
-			s.clean()
-			s.order("s-7-1-dup", 101, 1, 1, "seckill", "pending", "")    // O1 on product 1
-			s.exec("UPDATE products SET stock = stock - 1 WHERE id = 2") // I2, I3 on product 2
-			s.exec("UPDATE wallets SET balance_cents = 1 WHERE user_id = 100")
+	onCleanShops(t, func(t *testing.T, s *seeder) {
+		db := s.db
+		s.order("s-7-1-dup", 101, 1, 1, "seckill", "pending", "")    // O1 on product 1
+		s.exec("UPDATE products SET stock = stock - 1 WHERE id = 2") // I2, I3 on product 2
+		s.exec("UPDATE wallets SET balance_cents = 1 WHERE user_id = 100")
 
-			ctx := context.Background()
-			all, err := audit.Check(ctx, db, audit.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			assertViolations(t, all, []want{
-				{inv: "O1", product: 1, user: 101, key: "order_no", values: []any{"s-7-1-dup", "s-101-1"}},
-				{inv: "I2", product: 2, key: "stock", values: []any{17.0}},
-				{inv: "I3", product: 2, key: "stock", values: []any{17.0}},
-				{inv: "M1", user: 100, key: "balance_cents", values: []any{1.0}},
-			})
-
-			one, err := audit.Check(ctx, db, audit.Options{ProductID: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(one.Products) != 1 || one.Products[0].ProductID != 1 || one.Wallets != nil {
-				t.Fatalf("product 1 only: products %+v wallets %+v", one.Products, one.Wallets)
-			}
-			assertViolations(t, one, []want{{inv: "O1", product: 1, user: 101, key: "order_no", values: []any{"s-7-1-dup", "s-101-1"}}})
-			if j, _ := json.Marshal(one); bytes.Contains(j, []byte(`"wallets"`)) {
-				t.Errorf("wallets in a product report: %s", j)
-			}
-
-			two, err := audit.Check(ctx, db, audit.Options{ProductID: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			assertViolations(t, two, []want{
-				{inv: "I2", product: 2, key: "stock", values: []any{17.0}},
-				{inv: "I3", product: 2, key: "stock", values: []any{17.0}},
-			})
-
-			if _, err := audit.Check(ctx, db, audit.Options{ProductID: 404}); !errors.Is(err, audit.ErrNotFound) {
-				t.Fatalf("unknown product: err %v, want ErrNotFound", err)
-			}
+		ctx := context.Background()
+		all, err := audit.Check(ctx, db, audit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertViolations(t, all, []want{
+			{inv: "O1", product: 1, user: 101, key: "order_no", values: []any{"s-7-1-dup", "s-101-1"}},
+			{inv: "I2", product: 2, key: "stock", values: []any{17.0}},
+			{inv: "I3", product: 2, key: "stock", values: []any{17.0}},
+			{inv: "M1", user: 100, key: "balance_cents", values: []any{1.0}},
 		})
-	}
+
+		one, err := audit.Check(ctx, db, audit.Options{ProductID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(one.Products) != 1 || one.Products[0].ProductID != 1 || one.Wallets != nil {
+			t.Fatalf("product 1 only: products %+v wallets %+v", one.Products, one.Wallets)
+		}
+		assertViolations(t, one, []want{{inv: "O1", product: 1, user: 101, key: "order_no", values: []any{"s-7-1-dup", "s-101-1"}}})
+		if j, _ := json.Marshal(one); bytes.Contains(j, []byte(`"wallets"`)) {
+			t.Errorf("wallets in a product report: %s", j)
+		}
+
+		two, err := audit.Check(ctx, db, audit.Options{ProductID: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertViolations(t, two, []want{
+			{inv: "I2", product: 2, key: "stock", values: []any{17.0}},
+			{inv: "I3", product: 2, key: "stock", values: []any{17.0}},
+		})
+
+		if _, err := audit.Check(ctx, db, audit.Options{ProductID: 404}); !errors.Is(err, audit.ErrNotFound) {
+			t.Fatalf("unknown product: err %v, want ErrNotFound", err)
+		}
+	})
 }
 
 func TestMaxRowsCapsRowsNotCount(t *testing.T) {

@@ -27,38 +27,33 @@ func (s *seeder) bucketed(id int64) {
 // sum is right.
 func TestBucketedProductJudgedOnTheSum(t *testing.T) {
 	t.Parallel()
-	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			db := be.open(t)
-			s := newSeeder(t, db)
-			s.clean()
-			s.bucketed(3)
-			r, err := audit.Check(context.Background(), db, audit.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !r.OK {
-				t.Fatalf("a consistent bucketed product failed:\n%s", text(r))
-			}
-			if p := r.Products[2]; p.ProductID != 3 || p.Stock != 4 || p.Ledger != 4 || p.Sold != 1 {
-				t.Errorf("product 3 = %+v, want stock 4 (2+2+0), ledger 4, sold 1", p)
-			}
-			if r, err = audit.Check(context.Background(), db, audit.Options{ProductID: 3}); err != nil || !r.OK || r.Products[0].Stock != 4 {
-				t.Fatalf("one-product check: %v\n%s", err, text(r))
-			}
+	onCleanShops(t, func(t *testing.T, s *seeder) {
+		db := s.db
+		s.bucketed(3)
+		r, err := audit.Check(context.Background(), db, audit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK {
+			t.Fatalf("a consistent bucketed product failed:\n%s", text(r))
+		}
+		if p := r.Products[2]; p.ProductID != 3 || p.Stock != 4 || p.Ledger != 4 || p.Sold != 1 {
+			t.Errorf("product 3 = %+v, want stock 4 (2+2+0), ledger 4, sold 1", p)
+		}
+		if r, err = audit.Check(context.Background(), db, audit.Options{ProductID: 3}); err != nil || !r.OK || r.Products[0].Stock != 4 {
+			t.Fatalf("one-product check: %v\n%s", err, text(r))
+		}
 
-			s.exec("UPDATE stock_buckets SET stock = stock + 1 WHERE product_id = 3 AND bucket = 1")
-			r, err = audit.Check(context.Background(), db, audit.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			assertViolations(t, r, []want{
-				{inv: "I2", product: 3, key: "stock", values: []any{5.0}},
-				{inv: "I3", product: 3, key: "ledger", values: []any{4.0}},
-			})
+		s.exec("UPDATE stock_buckets SET stock = stock + 1 WHERE product_id = 3 AND bucket = 1")
+		r, err = audit.Check(context.Background(), db, audit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertViolations(t, r, []want{
+			{inv: "I2", product: 3, key: "stock", values: []any{5.0}},
+			{inv: "I3", product: 3, key: "ledger", values: []any{4.0}},
 		})
-	}
+	})
 }
 
 func TestNegativeBucketIsI1(t *testing.T) {

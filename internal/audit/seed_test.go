@@ -30,6 +30,19 @@ type seeder struct {
 	now time.Time
 }
 
+// onCleanShops runs fn, in parallel, on a clean shop of each backend
+// (s.db is its database).
+func onCleanShops(t *testing.T, fn func(t *testing.T, s *seeder)) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSeeder(t, be.open(t))
+			s.clean()
+			fn(t, s)
+		})
+	}
+}
+
 func newSeeder(t testing.TB, db *gorm.DB) *seeder {
 	return &seeder{t: t, db: db, now: time.Now().UTC()}
 }
