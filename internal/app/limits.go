@@ -37,7 +37,7 @@ func newServer(c platform.Config, h http.Handler) *http.Server {
 // limits keep their state in Redis, shared by every instance.
 func limitsOf(c platform.Config, rdb *platform.Redis) httpapi.Limits {
 	return httpapi.Limits{
-		Limiter:        redis_rate.NewLimiter(rdb),
+		Limiter:        redis_rate.NewLimiter(rdb.PerRequest()),
 		KeyPrefix:      c.RedisPrefix,
 		Orders:         limitOf(c.RateOrders),
 		Pay:            limitOf(c.RatePay),

@@ -107,6 +107,9 @@ func backends(ctx context.Context, c platform.Config, log *slog.Logger) (*platfo
 		db.Close()
 		return nil, nil, err
 	}
+	if c.RedisShareTrips {
+		rdb.ShareRoundTrips()
+	}
 	platform.LogBackends(log, db, rdb, c)
 	return db, rdb, nil
 }

@@ -37,7 +37,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 		KeyPrefix: c.RedisPrefix, SoldOutRecheck: c.SoldOutCache, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
 		Buckets: int(c.StockBuckets), HomeBucket: int(c.HomeBucket),
 	}, inventory.NewMetrics(reg), log)
-	markers := idem.NewMarkers(rdb, c.RedisPrefix+"done:", c.IdemRetention)
+	markers := idem.NewMarkers(rdb.PerRequest(), c.RedisPrefix+"done:", c.IdemRetention)
 	orders := order.New(db.DB, products, markers, order.Config{
 		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, UnpaidLimit: c.UnpaidUnits, NoIdempotency: c.LabNoIdempotency,
 	}, order.NewMetrics(reg), log)

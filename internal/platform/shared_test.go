@@ -1,0 +1,161 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/shop/internal/testenv"
+)
+
+// tripCounter counts round trips (a command alone, or a pipeline) and the
+// commands they carried.
+type tripCounter struct{ trips, cmds atomic.Int64 }
+
+func (h *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestSharedRoundTrips: 200 concurrent requests' GETs and rate-limit
+// scripts, on the server and on the in-process Redis, each get their own
+// reply (a miss stays a miss, the limiter refuses past its burst, the
+// script's EVAL fallback works on a server that never saw it), in fewer
+// round trips than calls.
+func TestSharedRoundTrips(t *testing.T) {
+	t.Parallel()
+	url, prefix := testenv.Redis(t)
+	for _, raw := range []string{url, ""} {
+		r, err := OpenRedis(raw, "", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		if r.PerRequest() != r.UniversalClient {
+			t.Fatal("before ShareRoundTrips, PerRequest is not the client")
+		}
+		r.ShareRoundTrips()
+		count := &tripCounter{}
+		r.AddHook(count)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for i := range 200 {
+			if err := r.Set(ctx, fmt.Sprintf("%sshared:%d", prefix, i), i, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count.trips.Store(0)
+		count.cmds.Store(0)
+		lim := redis_rate.NewLimiter(r.PerRequest())
+		start := make(chan struct{})
+		errs := make(chan error, 400)
+		var wg sync.WaitGroup
+		for i := range 200 {
+			wg.Go(func() {
+				<-start
+				k := fmt.Sprintf("%sshared:%d", prefix, i)
+				got, err := r.PerRequest().Get(ctx, k).Int()
+				if err != nil || got != i {
+					errs <- fmt.Errorf("GET %s = %d, %v; want %d", k, got, err, i)
+				}
+				if err := r.PerRequest().Get(ctx, k+":missing").Err(); !errors.Is(err, redis.Nil) {
+					errs <- fmt.Errorf("GET of a missing key: err = %v, want redis.Nil", err)
+				}
+				// Each user's burst is 2: the third call is refused.
+				for n := range 3 {
+					res, err := lim.Allow(ctx, fmt.Sprintf("%sshared:user:%d", prefix, i), redis_rate.Limit{Rate: 1, Period: time.Minute, Burst: 2})
+					switch {
+					case err != nil:
+						errs <- fmt.Errorf("rate limit: %w", err)
+					case (res.Allowed == 1) != (n < 2):
+						errs <- fmt.Errorf("rate limit call %d of user %d: allowed %d", n+1, i, res.Allowed)
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("redis %q: %v", raw, err)
+		}
+		// 1,000 calls (some EVALSHAs answered NOSCRIPT and repeated as
+		// EVAL); sharing must at least halve the round trips.
+		if trips, cmds := count.trips.Load(), count.cmds.Load(); cmds < 1000 || trips > cmds/2 {
+			t.Errorf("redis %q: %d calls in %d round trips, want at most half as many round trips", raw, cmds, trips)
+		}
+	}
+}
+
+// TestSharedRoundTripHonoursDeadline: against a server that never answers,
+// a shared call returns when its caller's context ends, not after the
+// socket timeouts (1 s, retried once), and a call on an ended context is
+// not sent.
+func TestSharedRoundTripHonoursDeadline(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // read, never answer
+				defer c.Close()
+				b := make([]byte, 4096)
+				for {
+					if _, err := c.Read(b); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	r, err := OpenRedis("redis://"+l.Addr().String()+"/0?protocol=2", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	r.ShareRoundTrips()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			t0 := time.Now()
+			err := r.PerRequest().Get(ctx, fmt.Sprintf("k%d", i)).Err()
+			if took := time.Since(t0); !errors.Is(err, context.DeadlineExceeded) || took > 900*time.Millisecond {
+				t.Errorf("GET on a stalled server: %v after %v, want the caller's deadline after 100 ms", err, took)
+			}
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.PerRequest().EvalSha(ctx, "0000", []string{"k"}).Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("EVALSHA on an ended context: err = %v, want context.Canceled", err)
+	}
+}
