@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,9 +91,11 @@ type benchOrders struct {
 	OrdersPerSec float64 `json:"orders_per_s"`
 	OfRaw        float64 `json:"of_raw_ceiling"`  // OrdersPerSec / Raw.TxPerSec (set when the ceiling is known)
 	OfOne        float64 `json:"of_one_instance"` // OrdersPerSec / the coalesced one-instance phase's
-	// OfOneNginx: for an nginx phase of several instances, OrdersPerSec /
-	// the one-instance-behind-nginx phase's (same proxy, same cores).
-	OfOneNginx float64        `json:"of_one_instance_nginx,omitempty"`
+	// Baseline: this phase is the one-instance baseline of the phase
+	// after it, run in two halves, one just before and one just after it.
+	// OfBaseline: for that next phase, OrdersPerSec / its baseline's.
+	Baseline   bool           `json:"baseline,omitempty"`
+	OfBaseline float64        `json:"of_baseline,omitempty"`
 	Load       benchRate      `json:"load"`
 	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
 	Series     []benchSample  `json:"series"`
@@ -170,6 +172,7 @@ type benchRoute struct {
 	urls    []string // the instances (or nginx) the clients send to
 	shops   int      // instances behind them
 	affine  bool     // the harness hashes the product to one instance
+	window  time.Duration // measured window; 0: --bench-phase
 }
 
 // The routings a hot-product phase can use.
@@ -239,14 +242,10 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 	if err := h.benchRun(ctx, b, sqlDB, common, users, br); err != nil {
 		r.Error = err.Error()
 	}
-	one, oneNginx := 0.0, 0.0
+	one := 0.0
 	for _, o := range br.Orders {
-		switch {
-		case o.Instances != 1 || !o.Coalescing:
-		case o.Routing == routeDirect && one == 0:
+		if o.Instances == 1 && o.Coalescing && o.Routing == routeDirect && !o.Baseline && one == 0 {
 			one = o.OrdersPerSec
-		case o.Routing == routeNginx && oneNginx == 0:
-			oneNginx = o.OrdersPerSec
 		}
 	}
 	for i, o := range br.Orders {
@@ -255,9 +254,6 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 		}
 		if one > 0 {
 			br.Orders[i].OfOne = o.OrdersPerSec / one
-		}
-		if oneNginx > 0 && o.Routing == routeNginx && o.Instances > 1 {
-			br.Orders[i].OfOneNginx = o.OrdersPerSec / oneNginx
 		}
 	}
 	br.Targets = benchTargets(br)
@@ -325,26 +321,125 @@ func (h *harness) benchThree(ctx context.Context, db *sql.DB, start func(int, st
 	}
 	defer c3.close()
 	users.secret = []byte(c3.secret)
-	routes := []benchRoute{
-		{routing: routeAffine, urls: c3.urls()[:2], shops: 2, affine: true},
-		{routing: routeAffine, urls: c3.urls(), shops: 3, affine: true},
-		{routing: routeSpread, urls: c3.urls(), shops: 3},
-	}
-	for _, rt := range routes {
-		h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
-		ord, err := h.benchOrders(ctx, db, c3, users, rt)
-		br.Orders = append(br.Orders, ord)
-		if err != nil {
-			return err
-		}
-	}
-	// Through nginx: in front of one of these instances (the baseline,
-	// nginx taking its share of the same cores), then of all three, back
-	// to back on the same cluster and database.
-	if err := h.benchBehindNginx(ctx, db, c3, c3.urls()[:1], users, br); err != nil {
+	// Two instances; three, against one instance of the same cluster
+	// measured in halves around them; the lab's round robin.
+	two := benchRoute{routing: routeAffine, urls: c3.urls()[:2], shops: 2, affine: true}
+	h.benchSay("bench: hot product, %d instances, %s, %d clients", two.shops, two.routing, h.o.bench.clients)
+	ord, err := h.benchOrders(ctx, db, c3, users, two)
+	br.Orders = append(br.Orders, ord)
+	if err != nil {
 		return err
 	}
-	return h.benchBehindNginx(ctx, db, c3, c3.urls(), users, br)
+	one := func(window time.Duration) (benchOrders, error) {
+		rt := benchRoute{routing: routeDirect, urls: c3.urls()[:1], shops: 1, window: window}
+		h.benchSay("bench: hot product, 1 instance of the three (baseline, %s), %d clients", window, h.o.bench.clients)
+		return h.benchOrders(ctx, db, c3, users, rt)
+	}
+	three := func() (benchOrders, error) {
+		rt := benchRoute{routing: routeAffine, urls: c3.urls(), shops: 3, affine: true}
+		h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
+		return h.benchOrders(ctx, db, c3, users, rt)
+	}
+	if err := h.benchAround(br, one, three); err != nil {
+		return err
+	}
+	spread := benchRoute{routing: routeSpread, urls: c3.urls(), shops: 3}
+	h.benchSay("bench: hot product, %d instances, %s, %d clients", spread.shops, spread.routing, h.o.bench.clients)
+	ord, err = h.benchOrders(ctx, db, c3, users, spread)
+	br.Orders = append(br.Orders, ord)
+	if err != nil {
+		return err
+	}
+	// Through nginx: three instances behind it, against one instance
+	// behind the same nginx (nginx takes its share of the same cores)
+	// measured in halves around them, on the same cluster and database.
+	if _, err := nginxPath(); err != nil {
+		h.benchSay("bench: %s", routeNoNginx)
+		return nil
+	}
+	oneNginx := func(window time.Duration) (benchOrders, error) {
+		return h.benchBehindNginx(ctx, db, c3, c3.urls()[:1], users, window)
+	}
+	threeNginx := func() (benchOrders, error) {
+		return h.benchBehindNginx(ctx, db, c3, c3.urls(), users, 0)
+	}
+	return h.benchAround(br, oneNginx, threeNginx)
+}
+
+// benchAround runs test between two halves of its one-instance baseline,
+// so that load from elsewhere on a shared machine, and the database
+// growing phase by phase, weigh on both sides of their ratio (as the raw
+// ceiling's halves do around the first one-instance phase). Both go into
+// the report, the baseline's halves as one phase.
+func (h *harness) benchAround(br *benchReport, baseline func(window time.Duration) (benchOrders, error), test func() (benchOrders, error)) error {
+	phase := h.o.bench.phase
+	first, err := baseline(phase / 2)
+	if err != nil {
+		br.Orders = append(br.Orders, first)
+		return err
+	}
+	t, err := test()
+	if err != nil {
+		br.Orders = append(br.Orders, first, t)
+		return err
+	}
+	second, err := baseline(phase - phase/2)
+	base := first.plus(second)
+	base.Baseline = true
+	if base.OrdersPerSec > 0 {
+		t.OfBaseline = t.OrdersPerSec / base.OrdersPerSec
+	}
+	br.Orders = append(br.Orders, base, t)
+	return err
+}
+
+// plus is two halves of one phase as one: counts add up; a latency
+// quantile is the larger of the two halves' (never understated); the
+// mean batch is weighted by the orders each half committed.
+func (o benchOrders) plus(p benchOrders) benchOrders {
+	out := o
+	out.Committed, out.Seconds = o.Committed+p.Committed, o.Seconds+p.Seconds
+	if out.Seconds > 0 {
+		out.OrdersPerSec = float64(out.Committed) / out.Seconds
+	}
+	if o.BatchMean > 0 && p.BatchMean > 0 {
+		out.BatchMean = float64(out.Committed) / (float64(o.Committed)/o.BatchMean + float64(p.Committed)/p.BatchMean)
+	}
+	out.Series = slices.Clone(o.Series)
+	for _, s := range p.Series {
+		s.T += o.Seconds
+		out.Series = append(out.Series, s)
+	}
+	out.Load = o.Load.plus(p.Load)
+	out.Answers = out.Load.Answers
+	return out
+}
+
+// plus is two halves of one load as one (see benchOrders.plus).
+func (r benchRate) plus(s benchRate) benchRate {
+	out := r
+	out.Requests, out.Sent, out.Unanswered = r.Requests+s.Requests, r.Sent+s.Sent, r.Unanswered+s.Unanswered
+	out.Seconds = r.Seconds + s.Seconds
+	if r.Seconds > 0 && s.Seconds > 0 {
+		out.PerSec = (r.PerSec*r.Seconds + s.PerSec*s.Seconds) / out.Seconds
+	}
+	out.P50, out.P90, out.P99, out.Max = max(r.P50, s.P50), max(r.P90, s.P90), max(r.P99, s.P99), max(r.Max, s.Max)
+	out.Answers, out.Failures = addCounts(r.Answers, s.Answers), addCounts(r.Failures, s.Failures)
+	return out
+}
+
+func addCounts(a, b map[string]int) map[string]int {
+	if a == nil && b == nil {
+		return nil
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]int{}
+	}
+	for k, v := range b {
+		out[k] += v
+	}
+	return out
 }
 
 // benchBuckets is the stock-bucket phase (docs chapter 9), beside the
@@ -372,26 +467,17 @@ func (h *harness) benchBuckets(ctx context.Context, b *backend, db *sql.DB, comm
 }
 
 // benchBehindNginx runs a hot-product phase through nginx with
-// deploy/nginx.conf in front of shops (instances of c), when nginx is
-// installed. The one-instance run is the baseline of the three-instance
-// one: nginx takes its share of the same cores in both.
-func (h *harness) benchBehindNginx(ctx context.Context, db *sql.DB, c *cluster, shops []string, users *benchUsers, br *benchReport) error {
+// deploy/nginx.conf in front of shops (instances of c), measured over
+// window (0: --bench-phase).
+func (h *harness) benchBehindNginx(ctx context.Context, db *sql.DB, c *cluster, shops []string, users *benchUsers, window time.Duration) (benchOrders, error) {
 	front, stop, err := startNginx(ctx, h.workdir, shops)
-	switch {
-	case errors.Is(err, exec.ErrNotFound):
-		if len(shops) == 1 {
-			h.benchSay("bench: %s", routeNoNginx)
-		}
-		return nil
-	case err != nil:
-		return err
+	if err != nil {
+		return benchOrders{Instances: len(shops), Routing: routeNginx}, err
 	}
 	defer stop()
-	rt := benchRoute{routing: routeNginx, urls: []string{front}, shops: len(shops)}
+	rt := benchRoute{routing: routeNginx, urls: []string{front}, shops: len(shops), window: window}
 	h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
-	ord, err := h.benchOrders(ctx, db, c, users, rt)
-	br.Orders = append(br.Orders, ord)
-	return err
+	return h.benchOrders(ctx, db, c, users, rt)
 }
 
 func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers, br *benchReport) error {
@@ -455,6 +541,9 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 // second.
 func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers, rt benchRoute) (benchOrders, error) {
 	o := h.o.bench
+	if rt.window > 0 {
+		o.phase = rt.window
+	}
 	out := benchOrders{Instances: rt.shops, Routing: rt.routing, Clients: o.clients, Coalescing: !slices.Contains(c.common, "SHOP_BATCH_MAX=1")}
 	p, err := c.client.CreateProduct(ctx, fmt.Sprintf("bench hot %d %s", rt.shops, rt.routing), 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
 	if err != nil {
@@ -673,8 +762,10 @@ func benchMemoryPhase(ctx context.Context, c *cluster, l benchLoad, o benchOptio
 	// arriving does: ten thousand connects in the same millisecond
 	// overflow a default Linux listen queue (somaxconn 4096) before any
 	// server can accept them, and the kernel drops them (counted below).
+	// (A phase shorter than 4 s ramps in over its first quarter, so the
+	// last client still has time for an answer.)
 	l.timeout = 5 * time.Second
-	l.rampIn = time.Second
+	l.rampIn = min(time.Second, o.rssDuration/4)
 	overflows := listenOverflows()
 	out.SoMaxConn = soMaxConn()
 	out.Load, err = l.run(ctx, c.urls()[:1], o.rssClients, 0, o.rssDuration)

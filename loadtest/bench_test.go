@@ -105,13 +105,21 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := rep.Scenarios[0].Bench
-	// 1 instance; 2 and 3 product-affine; 3 round robin; (3 behind nginx
-	// when it is installed); 3 round robin on stock buckets; 1 with
-	// coalescing off, last.
-	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 5 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
-		br.Orders[2].OrdersPerSec <= 0 || br.Orders[2].OfOne <= 0 || br.Orders[2].Routing != routeAffine ||
+	// 1 instance; 2 product-affine; 3 product-affine after its baseline
+	// (1 instance of the same cluster); 3 round robin; (3 behind nginx
+	// after its baseline, when nginx is installed); 3 round robin on
+	// stock buckets; 1 with coalescing off, last.
+	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 6 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
+		br.Orders[3].OrdersPerSec <= 0 || br.Orders[3].OfOne <= 0 || br.Orders[3].Routing != routeAffine || br.Orders[3].Instances != 3 ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
+	}
+	for i, o := range br.Orders {
+		if o.Instances == 3 && (o.Routing == routeAffine || o.Routing == routeNginx) {
+			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 {
+				t.Errorf("%s: no baseline measured around it: %+v then %+v", o.label(), base, o)
+			}
+		}
 	}
 	if i := slices.IndexFunc(br.Orders, func(o benchOrders) bool { return o.Routing == routeBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
 		t.Errorf("the stock-bucket phase lacks its figure: %+v", br.Orders)
@@ -194,5 +202,26 @@ func TestModuleRoot(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "deploy", "nginx.conf")); err != nil {
 		t.Fatalf("module root %s: %v", root, err)
+	}
+}
+
+// Two halves of a baseline add up to one phase: counts and seconds add,
+// the rate is the whole's, a quantile is the larger half's, and the mean
+// batch is weighted by the orders each half committed.
+func TestBenchHalvesAddUp(t *testing.T) {
+	a := benchOrders{Committed: 3000, Seconds: 1, BatchMean: 30, Series: []benchSample{{T: 1, Orders: 3000}},
+		Load: benchRate{Requests: 3000, Seconds: 1, PerSec: 3000, P50: 10 * time.Millisecond, P99: 40 * time.Millisecond, Answers: map[string]int{"201": 3000}}}
+	b := benchOrders{Committed: 1000, Seconds: 1, BatchMean: 10, Series: []benchSample{{T: 1, Orders: 1000}},
+		Load: benchRate{Requests: 1000, Seconds: 1, PerSec: 1000, P50: 20 * time.Millisecond, P99: 30 * time.Millisecond, Answers: map[string]int{"201": 1000, "503 busy": 2}}}
+	got := a.plus(b)
+	if got.Committed != 4000 || got.Seconds != 2 || got.OrdersPerSec != 2000 || got.BatchMean != 20 {
+		t.Errorf("orders: %d in %.0fs = %.0f/s, batch %.1f; want 4000 in 2s = 2000/s, batch 20", got.Committed, got.Seconds, got.OrdersPerSec, got.BatchMean)
+	}
+	if l := got.Load; l.Requests != 4000 || l.PerSec != 2000 || l.P50 != 20*time.Millisecond || l.P99 != 40*time.Millisecond ||
+		l.Answers["201"] != 4000 || l.Answers["503 busy"] != 2 || got.Answers["201"] != 4000 {
+		t.Errorf("load: %+v", l)
+	}
+	if len(got.Series) != 2 || got.Series[1].T != 2 || len(a.Series) != 1 || a.Load.Answers["201"] != 3000 {
+		t.Errorf("series %+v (the halves must be left as they were: %+v)", got.Series, a)
 	}
 }

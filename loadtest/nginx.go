@@ -18,11 +18,9 @@ import (
 // as deploy/native.sh does, no access log) and returns its base URL and a
 // stop function. exec.ErrNotFound: nginx is not installed.
 func startNginx(ctx context.Context, workdir string, shops []string) (string, func(), error) {
-	bin, err := exec.LookPath("nginx")
+	bin, err := nginxPath()
 	if err != nil {
-		if bin, err = exec.LookPath("/usr/sbin/nginx"); err != nil {
-			return "", nil, exec.ErrNotFound
-		}
+		return "", nil, err
 	}
 	root, err := moduleRoot(ctx)
 	if err != nil {
@@ -117,4 +115,16 @@ func nginxConf(conf string, port int, shops []string, errorLog string) (string, 
 		conf = strings.ReplaceAll(conf, old, repl)
 	}
 	return conf, nil
+}
+
+// nginxPath finds nginx on PATH or where Debian installs it (exec.ErrNotFound:
+// not installed).
+func nginxPath() (string, error) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if bin, err = exec.LookPath("/usr/sbin/nginx"); err != nil {
+			return "", exec.ErrNotFound
+		}
+	}
+	return bin, nil
 }
