@@ -168,10 +168,10 @@ const benchBatchMetric = "shop_orders_batch_size"
 
 // benchRoute is how a hot-product phase's clients reach the instances.
 type benchRoute struct {
-	routing string   // one of the routing names below
-	urls    []string // the instances (or nginx) the clients send to
-	shops   int      // instances behind them
-	affine  bool     // the harness hashes the product to one instance
+	routing string        // one of the routing names below
+	urls    []string      // the instances (or nginx) the clients send to
+	shops   int           // instances behind them
+	affine  bool          // the harness hashes the product to one instance
 	window  time.Duration // measured window; 0: --bench-phase
 }
 

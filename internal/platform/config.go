@@ -17,15 +17,15 @@ import (
 
 // Config is every setting of the shop, read once at start.
 type Config struct {
-	Addr          string
-	MySQLDSN      string
-	SQLitePath    string
-	DBMaxConns    int
-	RedisURL      string
-	RedisMaster   string // Sentinel master name, with a comma-separated RedisURL
-	RedisPrefix   string
-	RedisShareTrips bool  // per-request Redis calls of concurrent requests share round trips
-	EmbeddedRedis string // listen address of the in-process Redis when RedisURL is empty
+	Addr            string
+	MySQLDSN        string
+	SQLitePath      string
+	DBMaxConns      int
+	RedisURL        string
+	RedisMaster     string // Sentinel master name, with a comma-separated RedisURL
+	RedisPrefix     string
+	RedisShareTrips bool   // per-request Redis calls of concurrent requests share round trips
+	EmbeddedRedis   string // listen address of the in-process Redis when RedisURL is empty
 
 	AdminToken     string
 	AuthSecret     string
