@@ -88,9 +88,15 @@ func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
 // calls of concurrent requests are written to Redis together and share one
 // round trip (a pipeline), instead of one round trip (a write, a wake-up
 // and a read on both sides) per call. Under a crowd that halves what these
-// calls cost the shop and Redis; a lone call still goes out at once.
-func (r *Redis) ShareRoundTrips() {
+// calls cost the shop and Redis; a lone call still goes out at once. Not
+// on a Cluster, where one shard's outage would stall every shared trip
+// (sharedTrips); it reports whether it turned sharing on.
+func (r *Redis) ShareRoundTrips() bool {
+	if _, cluster := r.UniversalClient.(*redis.ClusterClient); cluster {
+		return false
+	}
 	r.shared = newSharedTrips(r.UniversalClient)
+	return true
 }
 
 // PerRequest is the client for the calls every request makes (rate limits,

@@ -2,7 +2,9 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,11 +16,21 @@ import (
 // shares a lock hold. Nothing waits on purpose: a lone call goes out at
 // once. Every other command goes straight to the client.
 //
-// Each caller still waits no longer than its own context: go-redis's
-// automatic pipelining (v9.22+) would do the batching, but its calls run to
-// the socket timeouts whatever the caller's deadline (measured: a GET with
-// a 100 ms deadline against a stalled server returned after 4.1 s), and a
+// Each caller waits no longer than its own context, and a call whose
+// caller gave up before its turn is not sent. go-redis's automatic
+// pipelining (v9.22+) would do the batching, but its calls run to the
+// socket timeouts whatever the caller's deadline (measured: a GET with a
+// 100 ms deadline against a stalled server returned after 4.1 s), and a
 // request past its deadline must be answered 503 at once.
+//
+// One round trip is in flight at a time, so a stalled connection holds
+// every per-request call of the instance until the socket timeouts (1 s,
+// retried once) end it, not only its own. With one server (or a Sentinel
+// group's master) a stall is the server's, which every call meets anyway.
+// A Cluster is different (one shard down would stall the calls of all),
+// so PerRequest does not share there. A pipeline that timed out is
+// retried whole: a rate-limit call in it may then count twice, as a
+// single call retried after a timeout may.
 type sharedTrips struct {
 	redis.UniversalClient
 
@@ -28,28 +40,43 @@ type sharedTrips struct {
 }
 
 // sharedCall is one queued command; done is closed once cmd holds its
-// reply.
+// reply (or was dropped: its caller's context had ended).
 type sharedCall struct {
-	cmd  redis.Cmder
-	done chan struct{}
+	ctx     context.Context
+	cmd     redis.Cmder
+	done    chan struct{}
+	dropped bool // not sent: the caller's context had ended (set before done closes)
 }
 
-// maxSharedTrip caps the commands of one pipeline.
-const maxSharedTrip = 256
+const (
+	// maxSharedTrip caps the commands of one pipeline.
+	maxSharedTrip = 256
+	// maxSharedQueue caps the calls waiting for a round trip: past it (a
+	// Redis that stopped answering while requests kept coming) a call
+	// fails at once instead of queueing behind the backlog.
+	maxSharedQueue = 16384
+)
+
+// errSharedQueueFull is the answer past maxSharedQueue.
+var errSharedQueueFull = errors.New("redis: too many calls waiting for a round trip")
 
 func newSharedTrips(c redis.UniversalClient) *sharedTrips {
 	return &sharedTrips{UniversalClient: c}
 }
 
-// do sends cmd in the next shared round trip and reports whether it has
-// its reply; false means ctx ended first (cmd may still be filled later,
-// so the caller must not read it then).
-func (s *sharedTrips) do(ctx context.Context, cmd redis.Cmder) bool {
-	if ctx.Err() != nil {
-		return false
+// do sends cmd in the next shared round trip and returns the error to
+// answer with instead of cmd's own: ctx's, or a full queue's. On an error,
+// cmd may still be written later, so the caller must not return it.
+func (s *sharedTrips) do(ctx context.Context, cmd redis.Cmder) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	c := &sharedCall{cmd: cmd, done: make(chan struct{})}
+	c := &sharedCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	s.mu.Lock()
+	if len(s.queue) >= maxSharedQueue {
+		s.mu.Unlock()
+		return errSharedQueueFull
+	}
 	s.queue = append(s.queue, c)
 	if !s.running {
 		s.running = true
@@ -58,106 +85,113 @@ func (s *sharedTrips) do(ctx context.Context, cmd redis.Cmder) bool {
 	s.mu.Unlock()
 	select {
 	case <-c.done:
-		return true
+		if c.dropped {
+			return ctx.Err()
+		}
+		return nil
 	case <-ctx.Done():
-		return false
+		return ctx.Err()
 	}
 }
 
 // flush sends the queue, one pipeline per round trip, until it is empty.
-// The round trips run on no caller's context (a caller that gave up does
-// not fail the others'); the client's socket timeouts bound them.
 func (s *sharedTrips) flush() {
-	ctx := context.Background()
 	for {
 		s.mu.Lock()
 		q := s.queue
 		if len(q) == 0 {
-			s.running = false
+			s.queue, s.running = nil, false
 			s.mu.Unlock()
 			return
 		}
 		n := min(len(q), maxSharedTrip)
 		s.queue = q[n:]
 		s.mu.Unlock()
-		batch := q[:n]
-		if len(batch) == 1 {
-			_ = s.UniversalClient.Process(ctx, batch[0].cmd)
-		} else {
-			// Each command keeps its own reply or error (redis.Nil
-			// included); the pipeline's error repeats the first of them.
-			_, _ = s.UniversalClient.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, c := range batch {
-					_ = p.Process(ctx, c.cmd)
-				}
-				return nil
-			})
-		}
-		for _, c := range batch {
+		s.send(q[:n])
+	}
+}
+
+// send is one round trip for the calls of batch whose callers still wait.
+// It runs until the latest of their deadlines (no caller left to answer
+// after it), within the client's socket timeouts.
+func (s *sharedTrips) send(batch []*sharedCall) {
+	live := batch[:0:0]
+	var last time.Time
+	forever := false
+	for _, c := range batch {
+		if c.ctx.Err() != nil {
+			c.dropped = true
 			close(c.done)
+			continue
+		}
+		live = append(live, c)
+		if d, ok := c.ctx.Deadline(); !ok {
+			forever = true
+		} else if d.After(last) {
+			last = d
 		}
 	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := context.Background()
+	if !forever {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, last)
+		defer cancel()
+	}
+	if len(live) == 1 {
+		_ = s.UniversalClient.Process(ctx, live[0].cmd)
+	} else {
+		// Each command keeps its own reply or error (redis.Nil
+		// included); the pipeline's error repeats the first of them.
+		_, _ = s.UniversalClient.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range live {
+				_ = p.Process(ctx, c.cmd)
+			}
+			return nil
+		})
+	}
+	for _, c := range live {
+		close(c.done)
+	}
+}
+
+// shared sends the command that build queues on a pipeline (so go-redis
+// lays out its arguments and key position, as for any call), in a shared
+// round trip; on an error it returns errored, a fresh command.
+func shared[C redis.Cmder](s *sharedTrips, ctx context.Context, build func(redis.Pipeliner) C, errored func(error) C) C {
+	cmd := build(s.UniversalClient.Pipeline())
+	if err := s.do(ctx, cmd); err != nil {
+		return errored(err)
+	}
+	return cmd
 }
 
 // Get is GET in a shared round trip.
 func (s *sharedTrips) Get(ctx context.Context, key string) *redis.StringCmd {
-	cmd := redis.NewStringCmd(ctx, "get", key)
-	if !s.do(ctx, cmd) {
-		out := redis.NewStringCmd(ctx, "get", key)
-		out.SetErr(ctx.Err())
-		return out
-	}
-	return cmd
+	return shared(s, ctx, func(p redis.Pipeliner) *redis.StringCmd { return p.Get(ctx, key) },
+		func(err error) *redis.StringCmd { return redis.NewStringResult("", err) })
 }
 
 // Eval is EVAL in a shared round trip.
 func (s *sharedTrips) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return s.eval(ctx, "eval", script, keys, args)
+	return shared(s, ctx, func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, script, keys, args...) }, erroredCmd)
 }
 
 // EvalSha is EVALSHA in a shared round trip.
 func (s *sharedTrips) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return s.eval(ctx, "evalsha", sha1, keys, args)
+	return shared(s, ctx, func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, sha1, keys, args...) }, erroredCmd)
 }
 
 // EvalRO is EVAL_RO in a shared round trip.
 func (s *sharedTrips) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return s.eval(ctx, "eval_ro", script, keys, args)
+	return shared(s, ctx, func(p redis.Pipeliner) *redis.Cmd { return p.EvalRO(ctx, script, keys, args...) }, erroredCmd)
 }
 
 // EvalShaRO is EVALSHA_RO in a shared round trip.
 func (s *sharedTrips) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return s.eval(ctx, "evalsha_ro", sha1, keys, args)
+	return shared(s, ctx, func(p redis.Pipeliner) *redis.Cmd { return p.EvalShaRO(ctx, sha1, keys, args...) }, erroredCmd)
 }
 
-// eval builds the command as go-redis does (name, script or digest, the
-// number of keys, the keys, the arguments) and sends it shared.
-func (s *sharedTrips) eval(ctx context.Context, name, scriptOrSha string, keys []string, args []any) *redis.Cmd {
-	cmdArgs := make([]any, 3, 3+len(keys)+len(args))
-	cmdArgs[0], cmdArgs[1], cmdArgs[2] = name, scriptOrSha, len(keys)
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	if len(args) == 1 { // one slice stands for its elements, as in go-redis
-		switch a := args[0].(type) {
-		case []string:
-			for _, v := range a {
-				cmdArgs = append(cmdArgs, v)
-			}
-			args = nil
-		case []any:
-			args = a
-		}
-	}
-	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3)
-	}
-	if !s.do(ctx, cmd) {
-		out := redis.NewCmd(ctx, cmdArgs...)
-		out.SetErr(ctx.Err())
-		return out
-	}
-	return cmd
-}
+func erroredCmd(err error) *redis.Cmd { return redis.NewCmdResult(nil, err) }

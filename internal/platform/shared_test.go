@@ -159,3 +159,130 @@ func TestSharedRoundTripHonoursDeadline(t *testing.T) {
 		t.Errorf("EVALSHA on an ended context: err = %v, want context.Canceled", err)
 	}
 }
+
+// gateHook holds the first round trip until open is closed, and counts the
+// commands sent after it.
+type gateHook struct {
+	first sync.Once
+	held  chan struct{} // closed once the first round trip is held
+	open  chan struct{}
+	mu    sync.Mutex
+	keys  map[string]bool // every GET's key sent
+}
+
+func (h *gateHook) sent(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		if a := c.Args(); len(a) == 2 && c.Name() == "get" {
+			h.keys[fmt.Sprint(a[1])] = true
+		}
+	}
+}
+
+func (h *gateHook) hold() {
+	h.first.Do(func() {
+		close(h.held)
+		<-h.open
+	})
+}
+func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold()
+		h.sent(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold()
+		h.sent(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// TestSharedTripDropsCallersThatLeft: while a round trip is held, calls
+// whose callers' deadlines pass return at their deadline and are never
+// sent; the queue stops taking calls at its cap (an error at once, not a
+// wait); once the trip is back, the callers still waiting get their
+// replies.
+func TestSharedTripDropsCallersThatLeft(t *testing.T) {
+	t.Parallel()
+	url, prefix := testenv.Redis(t)
+	r, err := OpenRedis(url, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if !r.ShareRoundTrips() {
+		t.Fatal("ShareRoundTrips refused a single server")
+	}
+	gate := &gateHook{held: make(chan struct{}), open: make(chan struct{}), keys: map[string]bool{}}
+	r.AddHook(gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { first <- r.PerRequest().Get(ctx, prefix+"drop:first").Err() }()
+	<-gate.held // the first call's round trip is out, held
+
+	var left sync.WaitGroup
+	for i := range 10 {
+		left.Go(func() {
+			short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer stop()
+			if err := r.PerRequest().Get(short, fmt.Sprintf("%sdrop:left:%d", prefix, i)).Err(); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("a call whose deadline passed in the queue: err = %v, want context.DeadlineExceeded", err)
+			}
+		})
+	}
+	left.Wait()
+	waiting := make(chan error, maxSharedQueue)
+	for i := range maxSharedQueue - 10 {
+		go func() { waiting <- r.PerRequest().Get(ctx, fmt.Sprintf("%sdrop:wait:%d", prefix, i)).Err() }()
+	}
+	s := r.PerRequest().(*sharedTrips)
+	for {
+		s.mu.Lock()
+		n := len(s.queue)
+		s.mu.Unlock()
+		if n == maxSharedQueue {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := r.PerRequest().Get(ctx, prefix+"drop:over").Err(); !errors.Is(err, errSharedQueueFull) {
+		t.Errorf("a call past the queue's cap: err = %v, want errSharedQueueFull", err)
+	}
+	close(gate.open)
+	if err := <-first; !errors.Is(err, redis.Nil) {
+		t.Errorf("the held call: err = %v, want redis.Nil", err)
+	}
+	for range maxSharedQueue - 10 {
+		if err := <-waiting; !errors.Is(err, redis.Nil) {
+			t.Fatalf("a waiting call: err = %v, want redis.Nil", err)
+		}
+	}
+	// The held call, then every waiting call; none of the ten that left.
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	if len(gate.keys) != 1+maxSharedQueue-10 || !gate.keys[prefix+"drop:first"] {
+		t.Errorf("%d GETs sent, want %d", len(gate.keys), 1+maxSharedQueue-10)
+	}
+	for i := range 10 {
+		if k := fmt.Sprintf("%sdrop:left:%d", prefix, i); gate.keys[k] {
+			t.Errorf("GET %s was sent after its caller left", k)
+		}
+	}
+}
+
+// On a Cluster, per-request calls are not shared: one shard's outage
+// would stall every shared round trip.
+func TestSharedTripsNotOnACluster(t *testing.T) {
+	t.Parallel()
+	r := &Redis{UniversalClient: redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})}
+	t.Cleanup(func() { _ = r.Close() })
+	if r.ShareRoundTrips() || r.PerRequest() != r.UniversalClient {
+		t.Error("a Cluster client shares round trips")
+	}
+}
