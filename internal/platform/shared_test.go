@@ -160,14 +160,13 @@ func TestSharedRoundTripHonoursDeadline(t *testing.T) {
 	}
 }
 
-// gateHook holds the first round trip until open is closed, and counts the
-// commands sent after it.
+// gateHook holds every round trip until open is closed, and records the
+// keys of the GETs sent.
 type gateHook struct {
-	first sync.Once
-	held  chan struct{} // closed once the first round trip is held
-	open  chan struct{}
-	mu    sync.Mutex
-	keys  map[string]bool // every GET's key sent
+	held chan struct{} // receives once per round trip held
+	open chan struct{}
+	mu   sync.Mutex
+	keys map[string]bool // every GET's key sent
 }
 
 func (h *gateHook) sent(cmds ...redis.Cmder) {
@@ -181,10 +180,13 @@ func (h *gateHook) sent(cmds ...redis.Cmder) {
 }
 
 func (h *gateHook) hold() {
-	h.first.Do(func() {
-		close(h.held)
-		<-h.open
-	})
+	select {
+	case <-h.open:
+		return
+	default:
+	}
+	h.held <- struct{}{}
+	<-h.open
 }
 func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -202,11 +204,11 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// TestSharedTripDropsCallersThatLeft: while a round trip is held, calls
-// whose callers' deadlines pass return at their deadline and are never
-// sent; the queue stops taking calls at its cap (an error at once, not a
-// wait); once the trip is back, the callers still waiting get their
-// replies.
+// TestSharedTripDropsCallersThatLeft: while every round trip that may be
+// in flight is held, calls whose callers' deadlines pass return at their
+// deadline and are never sent; the queue stops taking calls at its cap (an
+// error at once, not a wait); once the trips are back, the callers still
+// waiting get their replies.
 func TestSharedTripDropsCallersThatLeft(t *testing.T) {
 	t.Parallel()
 	url, prefix := testenv.Redis(t)
@@ -222,9 +224,11 @@ func TestSharedTripDropsCallersThatLeft(t *testing.T) {
 	r.AddHook(gate)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	first := make(chan error, 1)
-	go func() { first <- r.PerRequest().Get(ctx, prefix+"drop:first").Err() }()
-	<-gate.held // the first call's round trip is out, held
+	first := make(chan error, maxTrips)
+	for i := range maxTrips {
+		go func() { first <- r.PerRequest().Get(ctx, fmt.Sprintf("%sdrop:first:%d", prefix, i)).Err() }()
+		<-gate.held // one more round trip out, held
+	}
 
 	var left sync.WaitGroup
 	for i := range 10 {
@@ -255,19 +259,21 @@ func TestSharedTripDropsCallersThatLeft(t *testing.T) {
 		t.Errorf("a call past the queue's cap: err = %v, want errSharedQueueFull", err)
 	}
 	close(gate.open)
-	if err := <-first; !errors.Is(err, redis.Nil) {
-		t.Errorf("the held call: err = %v, want redis.Nil", err)
+	for range maxTrips {
+		if err := <-first; !errors.Is(err, redis.Nil) {
+			t.Errorf("a held call: err = %v, want redis.Nil", err)
+		}
 	}
 	for range maxSharedQueue - 10 {
 		if err := <-waiting; !errors.Is(err, redis.Nil) {
 			t.Fatalf("a waiting call: err = %v, want redis.Nil", err)
 		}
 	}
-	// The held call, then every waiting call; none of the ten that left.
+	// The held calls, then every waiting call; none of the ten that left.
 	gate.mu.Lock()
 	defer gate.mu.Unlock()
-	if len(gate.keys) != 1+maxSharedQueue-10 || !gate.keys[prefix+"drop:first"] {
-		t.Errorf("%d GETs sent, want %d", len(gate.keys), 1+maxSharedQueue-10)
+	if len(gate.keys) != maxTrips+maxSharedQueue-10 || !gate.keys[prefix+"drop:first:0"] {
+		t.Errorf("%d GETs sent, want %d", len(gate.keys), maxTrips+maxSharedQueue-10)
 	}
 	for i := range 10 {
 		if k := fmt.Sprintf("%sdrop:left:%d", prefix, i); gate.keys[k] {
