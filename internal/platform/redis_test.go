@@ -63,14 +63,21 @@ func TestOpenRedisEmbeddedBusyAddressNamesVariable(t *testing.T) {
 	}
 }
 
-func TestOpenRedisURL(t *testing.T) {
-	t.Parallel()
-	url, prefix := testenv.Redis(t)
-	r, err := OpenRedis(url, "", "")
+// openRedis opens raw (empty: an in-process Redis), closed when t ends.
+func openRedis(t *testing.T, raw string) *Redis {
+	t.Helper()
+	r, err := OpenRedis(raw, "", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func TestOpenRedisURL(t *testing.T) {
+	t.Parallel()
+	url, prefix := testenv.Redis(t)
+	r := openRedis(t, url)
 	if r.Embedded != nil {
 		t.Error("an in-process server was started although a URL was given")
 	}

@@ -45,11 +45,7 @@ func TestSharedRoundTrips(t *testing.T) {
 	t.Parallel()
 	url, prefix := testenv.Redis(t)
 	for _, raw := range []string{url, ""} {
-		r, err := OpenRedis(raw, "", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.Close() })
+		r := openRedis(t, raw)
 		if r.PerRequest() != r.UniversalClient {
 			t.Fatal("before ShareRoundTrips, PerRequest is not the client")
 		}
@@ -212,11 +208,7 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func TestSharedTripDropsCallersThatLeft(t *testing.T) {
 	t.Parallel()
 	url, prefix := testenv.Redis(t)
-	r, err := OpenRedis(url, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
+	r := openRedis(t, url)
 	if !r.ShareRoundTrips() {
 		t.Fatal("ShareRoundTrips refused a single server")
 	}
