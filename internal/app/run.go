@@ -108,7 +108,7 @@ func backends(ctx context.Context, c platform.Config, log *slog.Logger) (*platfo
 		return nil, nil, err
 	}
 	if c.RedisShareTrips && !rdb.ShareRoundTrips() {
-		log.Info("per-request Redis calls go one round trip each on a Cluster (SHOP_REDIS_SHARE_TRIPS shares them on one server or a Sentinel group)")
+		log.Info("per-request Redis calls go one round trip each on a Cluster or the in-process Redis (SHOP_REDIS_SHARE_TRIPS shares them on a Redis server or a Sentinel group)")
 	}
 	platform.LogBackends(log, db, rdb, c)
 	return db, rdb, nil

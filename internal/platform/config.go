@@ -179,7 +179,7 @@ var settings = []setting{
 	{"redis-url", "SHOP_REDIS_URL", "", "redis://host:port/db, or host:port,host:port for Cluster/Sentinel; empty: in-process Redis", str(func(c *Config) *string { return &c.RedisURL })},
 	{"redis-master", "SHOP_REDIS_MASTER", "", "Sentinel master name (with an address list in SHOP_REDIS_URL)", str(func(c *Config) *string { return &c.RedisMaster })},
 	{"redis-prefix", "SHOP_REDIS_PREFIX", "shop:", "prefix of every Redis key the shop writes", str(func(c *Config) *string { return &c.RedisPrefix })},
-	{"redis-share-trips", "SHOP_REDIS_SHARE_TRIPS", "true", "the per-request Redis calls of concurrent requests (rate limits, processed markers) share round trips: queued while one is in flight, sent as one pipeline; false: one round trip per call", boolean(func(c *Config) *bool { return &c.RedisShareTrips })},
+	{"redis-share-trips", "SHOP_REDIS_SHARE_TRIPS", "true", "the per-request Redis calls of concurrent requests (rate limits, processed markers) share round trips: queued while one is in flight, sent as one pipeline (not on a Cluster or the in-process Redis); false: one round trip per call", boolean(func(c *Config) *bool { return &c.RedisShareTrips })},
 	{"embedded-redis-addr", "SHOP_EMBEDDED_REDIS_ADDR", "127.0.0.1:0", "listen address of the in-process Redis (demo only)", str(func(c *Config) *string { return &c.EmbeddedRedis })},
 	{"admin-token", "SHOP_ADMIN_TOKEN", "", "bearer token of the admin routes; empty: random, logged at start", str(func(c *Config) *string { return &c.AdminToken })},
 	{"auth-secret", "SHOP_AUTH_SECRET", "", "HMAC secret of user tokens; empty: random at start", str(func(c *Config) *string { return &c.AuthSecret })},

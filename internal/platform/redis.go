@@ -90,9 +90,12 @@ func OpenRedis(rawURL, master, embeddedAddr string) (*Redis, error) {
 // and a read on both sides) per call. Under a crowd that halves what these
 // calls cost the shop and Redis; a lone call still goes out at once. Not
 // on a Cluster, where one shard's outage would stall every shared trip
-// (sharedTrips); it reports whether it turned sharing on.
+// (sharedTrips), nor on the in-process Redis of the demo, whose Lua
+// interpreter runs a pipeline of rate-limit scripts slowly enough to meet
+// the 1 s read timeout under a test's load; it reports whether it turned
+// sharing on.
 func (r *Redis) ShareRoundTrips() bool {
-	if _, cluster := r.UniversalClient.(*redis.ClusterClient); cluster {
+	if _, cluster := r.UniversalClient.(*redis.ClusterClient); cluster || r.Embedded != nil {
 		return false
 	}
 	r.shared = newSharedTrips(r.UniversalClient)

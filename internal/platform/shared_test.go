@@ -37,14 +37,14 @@ func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // TestSharedRoundTrips: 200 concurrent requests' GETs and rate-limit
-// scripts, on the server and on the in-process Redis, each get their own
-// reply (a miss stays a miss, the limiter refuses past its burst, the
-// script's EVAL fallback works on a server that never saw it), in fewer
+// scripts, on the shared test server and on a fresh one, each get their
+// own reply (a miss stays a miss, the limiter refuses past its burst, the
+// script's EVAL fallback works on the server that never saw it), in fewer
 // round trips than calls.
 func TestSharedRoundTrips(t *testing.T) {
 	t.Parallel()
 	url, prefix := testenv.Redis(t)
-	for _, raw := range []string{url, ""} {
+	for _, raw := range []string{url, testenv.StartRedisServer(t).URL()} {
 		r := openRedis(t, raw)
 		if r.PerRequest() != r.UniversalClient {
 			t.Fatal("before ShareRoundTrips, PerRequest is not the client")
@@ -274,13 +274,15 @@ func TestSharedTripDropsCallersThatLeft(t *testing.T) {
 	}
 }
 
-// On a Cluster, per-request calls are not shared: one shard's outage
-// would stall every shared round trip.
-func TestSharedTripsNotOnACluster(t *testing.T) {
+// On a Cluster (one shard's outage would stall every shared round trip)
+// and on the demo's in-process Redis, per-request calls are not shared.
+func TestSharedTripsNotOnAClusterNorInProcess(t *testing.T) {
 	t.Parallel()
-	r := &Redis{UniversalClient: redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})}
-	t.Cleanup(func() { _ = r.Close() })
-	if r.ShareRoundTrips() || r.PerRequest() != r.UniversalClient {
-		t.Error("a Cluster client shares round trips")
+	cluster := &Redis{UniversalClient: redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})}
+	t.Cleanup(func() { _ = cluster.Close() })
+	for name, r := range map[string]*Redis{"a Cluster": cluster, "the in-process Redis": openRedis(t, "")} {
+		if r.ShareRoundTrips() || r.PerRequest() != r.UniversalClient {
+			t.Errorf("%s shares round trips", name)
+		}
 	}
 }
