@@ -22,6 +22,14 @@ func (f *fixture) bucketed(t *testing.T, k, home int) instance {
 	return f.service(t, inventory.Config{Strategy: inventory.LockFence, Buckets: k, HomeBucket: home, SoldOutRecheck: time.Hour})
 }
 
+// bucketedProduct is a service of K buckets with this home bucket and a
+// product of stock units spread over them.
+func (f *fixture) bucketedProduct(t *testing.T, k, home int, stock int64) (instance, int64) {
+	t.Helper()
+	s := f.bucketed(t, k, home)
+	return s, f.product(t, s, stock)
+}
+
 // buckets reads a product's stock bucket by bucket (0: the products row).
 func (f *fixture) buckets(t *testing.T, id int64) []int64 {
 	t.Helper()
@@ -79,9 +87,8 @@ func buy(ctx context.Context, s instance, id, quantity int64) error {
 func TestBucketWalk(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	s := f.bucketed(t, 3, 1) // home bucket 1
+	s, id := f.bucketedProduct(t, 3, 1, 4) // home bucket 1
 	ctx := context.Background()
-	id := f.product(t, s, 4)
 	if got := f.buckets(t, id); !reflect.DeepEqual(got, []int64{2, 1, 1}) {
 		t.Fatalf("4 units over 3 buckets: %v, want [2 1 1]", got)
 	}
@@ -184,9 +191,8 @@ func TestBucketLastUnitSoldOnce(t *testing.T) {
 func TestBucketTallySplitsAWant(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	s := f.bucketed(t, 3, 0)
+	s, id := f.bucketedProduct(t, 3, 0, 3) // [1 1 1]
 	ctx := context.Background()
-	id := f.product(t, s, 3) // [1 1 1]
 	if err := buy(ctx, s, id, 4); !errors.Is(err, inventory.ErrInsufficientStock) {
 		t.Fatalf("4 of 3: %v, want not enough stock", err)
 	}
@@ -232,9 +238,8 @@ func TestBucketsOffIsOneRow(t *testing.T) {
 func TestBucketStaleFenceRaised(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	s := f.bucketed(t, 3, 1)
+	s, id := f.bucketedProduct(t, 3, 1, 30)
 	ctx := context.Background()
-	id := f.product(t, s, 30)
 	for range 3 {
 		if err := buy(ctx, s, id, 1); err != nil {
 			t.Fatal(err)
@@ -272,9 +277,8 @@ func TestBucketStaleFenceRaised(t *testing.T) {
 func TestBucketRestockReplayAnswersTheSum(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	s := f.bucketed(t, 3, 0)
+	s, id := f.bucketedProduct(t, 3, 0, 6) // [2 2 2]
 	ctx := context.Background()
-	id := f.product(t, s, 6) // [2 2 2]
 	first, replayed, err := s.Restock(ctx, id, 3, "replay-sum", "h")
 	if err != nil || replayed || first.Stock != 9 {
 		t.Fatalf("first restock = stock %d, replayed %v, %v; want 9, false", first.Stock, replayed, err)
