@@ -428,9 +428,11 @@ func (r benchRate) plus(s benchRate) benchRate {
 	return out
 }
 
+// addCounts is a and b added key by key, in a new map (nil when both are
+// empty, so an absent table stays absent).
 func addCounts(a, b map[string]int) map[string]int {
-	if a == nil && b == nil {
-		return nil
+	if len(a) == 0 && len(b) == 0 {
+		return a
 	}
 	out := maps.Clone(a)
 	if out == nil {

@@ -200,15 +200,7 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 		if !r.answered {
 			out.Unanswered++
 		}
-		for k, v := range r.answers {
-			out.Answers[k] += v
-		}
-		for k, v := range r.failures {
-			if out.Failures == nil {
-				out.Failures = map[string]int{}
-			}
-			out.Failures[k] += v
-		}
+		out.Answers, out.Failures = addCounts(out.Answers, r.answers), addCounts(out.Failures, r.failures)
 		if r.err != nil && ctx.Err() == nil {
 			return out, r.err
 		}
