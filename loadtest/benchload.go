@@ -13,9 +13,6 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -179,13 +176,13 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 			// Each client its own connection, as a k6 VU or a browser
 			// has: with one pool for all, a request waits for whichever
 			// connection frees first, behind other clients' requests.
-			tr := benchTransport(timeout)
-			defer tr.CloseIdleConnections()
+			w := newWireClient(timeout)
+			defer w.close()
 			<-begin
 			if l.rampIn > 0 {
 				time.Sleep(l.rampIn * time.Duration(i) / time.Duration(clients))
 			}
-			results[i] = l.client(ctx, &http.Client{Transport: tr}, ranked, bearer, t0, t1)
+			results[i] = l.client(ctx, w, ranked, bearer, t0, t1)
 		})
 	}
 	start := time.Now()
@@ -235,15 +232,12 @@ type benchClientResult struct {
 // started in [t0, t1). A transport error moves it to the next instance of
 // its ranking; 503 overloaded makes it wait the second the answer asks
 // for, as a well-behaved client would.
-func (l benchLoad) client(ctx context.Context, hc *http.Client, ranked []*url.URL, bearer func(*minter) string, t0, t1 time.Time) benchClientResult {
+func (l benchLoad) client(ctx context.Context, w *wireClient, ranked []*url.URL, bearer func(*minter) string, t0, t1 time.Time) benchClientResult {
 	u := ranked[0]
 	res := benchClientResult{answers: map[string]int{}, lat: make([]uint32, 0, 1024)}
 	buf := make([]byte, 2048)
-	auth := []string{""}
-	hdr := http.Header{}
 	var m *minter
 	if l.users != nil {
-		hdr["Authorization"] = auth
 		m = l.users.minter()
 	}
 	errs := 0
@@ -252,11 +246,11 @@ func (l benchLoad) client(ctx context.Context, hc *http.Client, ranked []*url.UR
 		if !start.Before(t1) {
 			break
 		}
+		auth := ""
 		if l.users != nil {
-			auth[0] = bearer(m)
+			auth = bearer(m)
 		}
-		req := &http.Request{Method: l.method, URL: u, Host: u.Host, Header: hdr, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-		status, code, err := roundTrip(hc, req, buf)
+		status, code, err := w.do(ctx, l.method, u, auth, buf)
 		res.sent++
 		res.answered = res.answered || status != 0
 		if !start.Before(t0) {
@@ -285,31 +279,13 @@ func (l benchLoad) client(ctx context.Context, hc *http.Client, ranked []*url.UR
 }
 
 // failureOf is the part of a request's error that says what happened
-// (net/http wraps it in the method and URL).
+// (the dialer and the reader wrap it in what they were doing).
 func failureOf(err error) string {
 	s := err.Error()
 	if i := strings.LastIndex(s, ": "); i >= 0 {
 		s = s[i+2:]
 	}
 	return s
-}
-
-// roundTrip sends req and reads the answer into buf: the status and, for a
-// problem+json answer, its code.
-func roundTrip(hc *http.Client, req *http.Request, buf []byte) (status int, code string, err error) {
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	n, _ := io.ReadFull(resp.Body, buf)
-	if n == len(buf) {
-		_, _ = io.Copy(io.Discard, resp.Body)
-	}
-	resp.Body.Close()
-	if resp.StatusCode >= 400 {
-		code = problemCode(buf[:n])
-	}
-	return resp.StatusCode, code, nil
 }
 
 // problemCode finds "code":"..." in a problem+json body without decoding it.
@@ -366,17 +342,3 @@ func statusText(s int) string {
 }
 
 func answersText(m map[string]int) string { return outcomes(m) }
-
-// benchTransport is one client's: one keep-alive connection, and nothing
-// the shop's answers do not need.
-func benchTransport(timeout time.Duration) *http.Transport {
-	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1,
-		MaxIdleConnsPerHost:   1,
-		IdleConnTimeout:       time.Minute,
-		ResponseHeaderTimeout: timeout,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-	}
-}
