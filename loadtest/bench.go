@@ -94,8 +94,11 @@ type benchOrders struct {
 	// Baseline: this phase is the one-instance baseline of the phase
 	// after it, run in two halves, one just before and one just after it.
 	// OfBaseline: for that next phase, OrdersPerSec / its baseline's.
+	// Halves: a baseline's two halves' orders/s, the same instance and
+	// load minutes apart, so their ratio shows the machine's own spread.
 	Baseline   bool           `json:"baseline,omitempty"`
 	OfBaseline float64        `json:"of_baseline,omitempty"`
+	Halves     []float64      `json:"halves_orders_per_s,omitempty"`
 	Load       benchRate      `json:"load"`
 	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
 	Series     []benchSample  `json:"series"`
@@ -387,6 +390,7 @@ func (h *harness) benchAround(br *benchReport, baseline func(window time.Duratio
 	second, err := baseline(phase - phase/2)
 	base := first.plus(second)
 	base.Baseline = true
+	base.Halves = []float64{first.OrdersPerSec, second.OrdersPerSec}
 	if base.OrdersPerSec > 0 {
 		t.OfBaseline = t.OrdersPerSec / base.OrdersPerSec
 	}

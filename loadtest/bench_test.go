@@ -116,7 +116,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	for i, o := range br.Orders {
 		if o.Instances == 3 && (o.Routing == routeAffine || o.Routing == routeNginx) {
-			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 {
+			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 || baselineHalves(br.Orders, i) == nil {
 				t.Errorf("%s: no baseline measured around it: %+v then %+v", o.label(), base, o)
 			}
 		}
@@ -223,5 +223,37 @@ func TestBenchHalvesAddUp(t *testing.T) {
 	}
 	if len(got.Series) != 2 || got.Series[1].T != 2 || len(a.Series) != 1 || a.Load.Answers["201"] != 3000 {
 		t.Errorf("series %+v (the halves must be left as they were: %+v)", got.Series, a)
+	}
+}
+
+// TestBenchTargetsShowTheSpread: three instances are judged against their
+// baseline, and the baseline's halves, one thing measured twice, show how
+// far apart the machine puts two measurements.
+func TestBenchTargetsShowTheSpread(t *testing.T) {
+	br := &benchReport{Raw: benchRaw{TxPerSec: 1000}, Orders: []benchOrders{
+		{Instances: 1, Routing: routeDirect, Coalescing: true, OrdersPerSec: 3000, OfRaw: 3, OfOne: 1},
+		{Instances: 1, Routing: routeDirect, Coalescing: true, OrdersPerSec: 2700, OfOne: 0.9, Baseline: true, Halves: []float64{3000, 2400}},
+		{Instances: 3, Routing: routeAffine, Coalescing: true, OrdersPerSec: 2430, OfOne: 0.81, OfBaseline: 0.9},
+	}}
+	var judged, spread *benchTarget
+	targets := benchTargets(br)
+	for i, tg := range targets {
+		switch {
+		case strings.Contains(tg.What, "3 instances, "+routeAffine) && tg.Want == ">= 1.0x":
+			judged = &targets[i]
+		case strings.Contains(tg.What, "halves, the higher ÷ the lower"):
+			spread = &targets[i]
+		}
+	}
+	if judged == nil || judged.Met || judged.Got != 0.9 {
+		t.Errorf("3 instances against their baseline: %+v, want 0.9x, missed", judged)
+	}
+	if spread == nil || !spread.Met || spread.Got != 1.25 {
+		t.Errorf("the baseline's spread: %+v, want 1.25x, no target", spread)
+	}
+	var out strings.Builder
+	writeBench(&out, br)
+	if !strings.Contains(out.String(), "halves before and after it: 3000 and 2400") {
+		t.Errorf("the baseline's row does not give its halves:\n%s", out.String())
 	}
 }

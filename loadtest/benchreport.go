@@ -40,7 +40,7 @@ func benchTargets(br *benchReport) []benchTarget {
 	if on > 0 && off > 0 {
 		add("committed orders/s, 1 instance, coalescing on ÷ off", "(no target)", "x", on/off, true, "")
 	}
-	for _, o := range br.Orders {
+	for i, o := range br.Orders {
 		switch {
 		case o.OfOne == 0 || o.Instances == 1 && o.Routing == routeDirect, o.Baseline:
 		case o.Instances == 3 && o.OfBaseline > 0 && (o.Routing == routeAffine || o.Routing == routeNginx):
@@ -48,6 +48,11 @@ func benchTargets(br *benchReport) []benchTarget {
 			// same nginx, which takes its share of the 2 cores), measured
 			// in halves around it.
 			add(fmt.Sprintf("committed orders/s, 3 instances, %s, ÷ 1 instance%s (halves around it)", o.Routing, behind(o.Routing)), ">= 1.0x", "x", o.OfBaseline, o.OfBaseline >= 1.0, fmt.Sprintf("%.2fx short", 1.0-o.OfBaseline))
+			if h := baselineHalves(br.Orders, i); h != nil {
+				// The same instance and load, a phase apart: how far two
+				// measurements of one thing come out here.
+				add("committed orders/s, that baseline's halves, the higher ÷ the lower (the machine's own spread)", "(no target)", "x", max(h[0], h[1])/min(h[0], h[1]), true, "")
+			}
 			add(fmt.Sprintf("committed orders/s, 3 instances, %s, ÷ 1 instance direct", o.Routing), "(no target)", "x", o.OfOne, true, "")
 		default:
 			add(fmt.Sprintf("committed orders/s, %d instances, %s, ÷ 1 instance direct", o.Instances, o.Routing), "(no target)", "x", o.OfOne, true, "")
@@ -118,6 +123,8 @@ func writeBench(w io.Writer, br *benchReport) {
 		}
 		ofNginx := ""
 		switch {
+		case o.Baseline && len(o.Halves) == 2:
+			ofNginx = fmt.Sprintf(", the next phase's baseline (halves before and after it: %.0f and %.0f)", o.Halves[0], o.Halves[1])
 		case o.Baseline:
 			ofNginx = ", the next phase's baseline (halves before and after it)"
 		case o.OfBaseline > 0:
@@ -237,4 +244,16 @@ func (o benchOrders) label() string {
 		out += ", coalescing off"
 	}
 	return out
+}
+
+// baselineHalves is the halves of phase i's baseline (the phase before
+// it), nil when there are none.
+func baselineHalves(orders []benchOrders, i int) []float64 {
+	if i == 0 {
+		return nil
+	}
+	if h := orders[i-1].Halves; orders[i-1].Baseline && len(h) == 2 && min(h[0], h[1]) > 0 {
+		return h
+	}
+	return nil
 }
