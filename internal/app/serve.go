@@ -110,7 +110,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log.Info("listening", "addr", ln.Addr().String(), "version", Version, "stock_strategy", c.StockStrategy)
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(httpapi.Listener(ln, c.MaxConns, reg)) }()
+	hl := httpapi.Listener(ln, c.MaxConns, reg)
+	go func() { errc <- srv.Serve(hl) }()
 	writeStartInfo(stdout, startInfoOf(c, ln.Addr(), tokenGenerated, rdb))
 	select {
 	case err := <-errc:
@@ -127,6 +128,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// retry safe, so this is a warning, not a failed run.
 		log.Warn("shutdown wait over: closing the remaining connections", "err", err)
 		_ = srv.Close()
+	}
+	// Connections refused at the cap are the listener's, not the
+	// server's: each gets its 503 and its drain before the process ends.
+	// (Serve has returned once the listener's accept loop has: no
+	// refusal starts after that.)
+	select {
+	case <-errc:
+	case <-sctx.Done():
+	}
+	if err := httpapi.WaitRefused(sctx, hl); err != nil {
+		log.Warn("shutdown wait over: closing connections refused at the cap before their 503 was drained", "err", err)
 	}
 	log.Info("stopped")
 	return nil

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +36,31 @@ func Listener(ln net.Listener, maxConns int, reg prometheus.Registerer) net.List
 		ln = &capListener{Listener: ln, slots: make(chan struct{}, maxConns), drains: make(chan struct{}, maxDrains), refused: refused, evicted: evicted}
 	}
 	return sniffListener{ln}
+}
+
+// WaitRefused waits, once the server has stopped accepting (after its
+// Shutdown), until every connection refused at the cap has been answered
+// and drained, or ctx ends. Cut short by the process's exit, a refused
+// client whose request had arrived would get a reset instead of its 503.
+// A refusal lasts at most awaitFor + drainFor.
+func WaitRefused(ctx context.Context, ln net.Listener) error {
+	if sl, ok := ln.(sniffListener); ok {
+		ln = sl.Listener
+	}
+	cl, ok := ln.(*capListener)
+	if !ok {
+		return nil
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(cl.drains) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d refused connections still open: %w", len(cl.drains), ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
 }
 
 // ConnContext is the http.Server hook that lets handlers find their

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -284,5 +285,74 @@ func TestIdleConnectionGivesWay(t *testing.T) {
 	}
 	if got := counterValue(t, reg, "shop_http_idle_evicted_total"); got != 1 {
 		t.Errorf("shop_http_idle_evicted_total = %v, want 1", got)
+	}
+}
+
+// TestRefusedAnsweredThroughShutdown: a connection refused at the cap
+// whose request arrives after the server began to shut down still gets its
+// 503, and WaitRefused returns only once it was answered and drained.
+func TestRefusedAnsweredThroughShutdown(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	hl := Listener(inner, 1, reg)
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(hl) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := inner.Addr().String()
+
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, _ = io.WriteString(held, "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first connection: %v", err)
+	}
+	refused, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	for deadline := time.Now().Add(5 * time.Second); counterValue(t, reg, "shop_http_overloaded_total") < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second connection was not refused")
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-served
+	waited := make(chan error, 1)
+	go func() { waited <- WaitRefused(ctx, hl) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitRefused returned (%v) while a refused connection still waited for its request", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	_ = refused.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(refused, "POST /x HTTP/1.1\r\nHost: shop\r\nContent-Length: 0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(refused), nil)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("refused connection after shutdown began: %v %v, want its 503", resp, err)
+	}
+	refused.Close() // the drain ends when the client closes
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("WaitRefused: %v", err)
+		}
+	case <-time.After(drainFor + time.Second):
+		t.Fatal("WaitRefused still waiting after the refused connection was answered and closed")
 	}
 }
