@@ -492,12 +492,12 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 	// A fresh database and a fresh instance take some seconds to reach
 	// their steady rate: with the 1 s warm-up of the later phases, this
 	// phase climbed from 2,185 to 3,471 orders/s over its window (flat
-	// after 6 s of warm-up), and the raw ceiling's first half came out
+	// after 5 or 6 s of warm-up), and the raw ceiling's first half came out
 	// below its second in three runs of four. Both warm up unmeasured
 	// first, so that the ratio compares two steady rates.
 	h.benchSay("bench: raw database ceiling, %d workers, %s warm-up (not counted)", o.rawWorkers, o.phase/5)
-	if _, err := benchRawCeiling(ctx, db, o.rawWorkers, o.phase/5); err != nil {
-		return fmt.Errorf("raw ceiling: %w", err)
+	if _, err := benchRawCeiling(ctx, db, o.rawWorkers, o.phase/5); err != nil && ctx.Err() != nil {
+		return ctx.Err() // (a warm-up that committed nothing fails no run: the halves are measured)
 	}
 	h.benchSay("bench: raw database ceiling, %d workers, %s (first half)", o.rawWorkers, o.phase/2)
 	before, err := benchRawCeiling(ctx, db, o.rawWorkers, o.phase/2)

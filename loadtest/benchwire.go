@@ -15,20 +15,25 @@ import (
 
 // wireClient is one bench client's keep-alive HTTP/1.1 connection, driven
 // from the client's own goroutine: write a request, read its answer, keep
-// the connection unless the answer closes it. On the wire it is what
-// net/http's Transport sends for these requests (one connection, one
-// request at a time, Content-Length: 0 on a POST), without the Transport's
-// two goroutines per connection and three hand-offs per request. At 10,000
-// clients those made the load generator take two thirds of the two cores
-// in the memory phase (pidstat: 117-132% against the shop's 60-76%), and
-// the slowest answer it measured was mostly its own scheduling.
+// the connection unless the answer closes it. It sends the request line and
+// the headers the shop reads as net/http's Transport does for these
+// requests (one connection, one request at a time, Content-Length: 0 on a
+// POST), without the Transport's two goroutines per connection and three
+// hand-offs per request. At 10,000 clients those made the load generator
+// take two thirds of the two cores in the memory phase (pidstat: 117-132%
+// against the shop's 60-76%), and the slowest answer it measured was
+// mostly its own scheduling.
 //
-// Like the Transport, it fails a request whose connection had bytes to
-// read before the request was written (an answer nobody asked for yet):
-// the shop must wait for a request before it answers 503 overloaded.
+// Like the Transport, it fails a request on a fresh connection that had
+// bytes to read before the request was written (an answer nobody asked for
+// yet), and sends it again on a new connection when a reused one had. Its
+// window is narrower: it looks once, just before writing, where the
+// Transport's reader goroutine watches from the dial on. That the shop
+// waits for a request before answering 503 overloaded is proven with
+// net/http clients in internal/httpapi (TestOverCapAnswer).
 type wireClient struct {
 	dialer  net.Dialer
-	timeout time.Duration // for an answer's head, once the request is written
+	timeout time.Duration // for one request: its write, its answer's head and body
 	conn    net.Conn
 	host    string // conn's
 	br      *bufio.Reader
@@ -52,15 +57,18 @@ func (w *wireClient) close() {
 
 // do sends one request (auth: the Authorization header, none if empty) and
 // reads its answer: the status and, for a problem+json answer, its code,
-// the body read into buf. A request on a reused connection that could not
-// be written is sent once more on a new one, as the Transport does.
+// the body read into buf. On a reused connection, a request that was not
+// written, or a GET that got no answer, is sent once more on a new
+// connection, as the Transport does (a POST that was written is not: the
+// shop may have taken it).
 func (w *wireClient) do(ctx context.Context, method string, u *url.URL, auth string, buf []byte) (status int, code string, err error) {
+	replayable := method == http.MethodGet || method == http.MethodHead
 	for attempt := 0; ; attempt++ {
 		reused := w.conn != nil && w.host == u.Host
 		status, code, written, err := w.once(ctx, method, u, auth, buf, reused)
 		if err != nil {
 			w.close()
-			if reused && !written && attempt == 0 {
+			if reused && attempt == 0 && (!written || replayable && status == 0) {
 				continue
 			}
 		}
@@ -82,6 +90,7 @@ func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth s
 			w.br.Reset(c)
 		}
 	}
+	_ = w.conn.SetDeadline(time.Now().Add(w.timeout)) // (before readable: a deadline passed hides what is there)
 	if w.br.Buffered() > 0 || readable(w.conn) {
 		return 0, "", false, errUnsolicited
 	}
@@ -100,7 +109,6 @@ func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth s
 		w.req = append(w.req, "Content-Length: 0\r\n"...)
 	}
 	w.req = append(w.req, "\r\n"...)
-	_ = w.conn.SetDeadline(time.Now().Add(w.timeout))
 	if _, err := w.conn.Write(w.req); err != nil {
 		return 0, "", false, err
 	}
@@ -108,13 +116,14 @@ func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth s
 	if err != nil {
 		return 0, "", true, fmt.Errorf("read answer: %w", err)
 	}
-	n, _ := io.ReadFull(resp.Body, buf)
-	if n == len(buf) {
-		_, _ = io.Copy(io.Discard, resp.Body)
-	}
+	n, err := readBody(resp.Body, buf)
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		code = problemCode(buf[:n])
+	}
+	if err != nil {
+		// The head came, the body did not: the connection is out of step.
+		return resp.StatusCode, code, true, fmt.Errorf("read answer body: %w", err)
 	}
 	if resp.Close {
 		w.close()
@@ -122,8 +131,27 @@ func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth s
 	return resp.StatusCode, code, true, nil
 }
 
+// readBody reads body into buf up to its end, dropping what does not fit,
+// and returns how much of buf it filled; an error is a body cut short.
+func readBody(body io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := body.Read(buf[n:])
+		n += k
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	_, err := io.Copy(io.Discard, body)
+	return n, err
+}
+
 // readable reports whether c has bytes (or its end) to read now, without
-// reading them or waiting.
+// reading them or waiting; a socket that cannot be asked counts as
+// readable (the caller then starts over on a new connection).
 func readable(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -131,12 +159,14 @@ func readable(c net.Conn) bool {
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return true
 	}
 	var got bool
-	_ = rc.Read(func(fd uintptr) bool {
+	if err := rc.Read(func(fd uintptr) bool {
 		got = peekNow(fd)
 		return true
-	})
+	}); err != nil {
+		return true
+	}
 	return got
 }

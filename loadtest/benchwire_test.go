@@ -96,10 +96,11 @@ func TestWireClient(t *testing.T) {
 	eager, _ := url.Parse("http://" + ln.Addr().String() + "/healthz")
 	w2 := newWireClient(time.Second)
 	defer w2.close()
-	// A fresh connection whose answer has crossed loopback before the
-	// request is written (do dials and writes at once; the wait makes the
-	// order certain). On a fresh connection it fails the request, as
-	// net/http's "unsolicited response" does.
+	// A connection whose answer has crossed loopback before the request
+	// is written (do dials and writes at once; the wait makes the order
+	// certain): once sees it and writes nothing. (do then fails the
+	// request on a fresh connection, as net/http's "unsolicited response"
+	// does, and starts over on a new one for a reused connection.)
 	c, err := w2.dialer.DialContext(ctx, "tcp", eager.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -108,5 +109,30 @@ func TestWireClient(t *testing.T) {
 	w2.conn, w2.host, w2.br = c, eager.Host, bufio.NewReader(c)
 	if _, _, written, err := w2.once(ctx, http.MethodGet, eager, "", buf, true); written || !errors.Is(err, errUnsolicited) {
 		t.Fatalf("an answer before the request: written %v, err %v; want errUnsolicited, nothing written", written, err)
+	}
+
+	// An answer whose body is cut short is an error, and its connection
+	// is not used again.
+	short, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	go func() {
+		for {
+			c, err := short.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = bufio.NewReader(c).ReadString('\n')
+			_, _ = c.Write([]byte("HTTP/1.1 409 Conflict\r\nContent-Length: 100\r\n\r\n{\"code\":"))
+			c.Close()
+		}
+	}()
+	cut, _ := url.Parse("http://" + short.Addr().String() + "/x")
+	w3 := newWireClient(time.Second)
+	defer w3.close()
+	if status, _, err := w3.do(ctx, http.MethodPost, cut, "", buf); err == nil || status != http.StatusConflict || w3.conn != nil {
+		t.Fatalf("a body cut short: status %d, err %v, connection kept %v; want 409 with an error, connection closed", status, err, w3.conn != nil)
 	}
 }

@@ -1,12 +1,14 @@
 package app
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -247,5 +249,74 @@ func TestRunVersionAndUnknownCommand(t *testing.T) {
 	var ee errExit
 	if !errors.As(err, &ee) {
 		t.Errorf("unknown command error %T is not an errExit", err)
+	}
+}
+
+// TestShutdownAnswersRefusedConnections: a connection refused at
+// SHOP_MAX_CONNS whose request arrives after shutdown began still gets its
+// 503, and Run returns only after it was answered and drained (the
+// process would otherwise exit under it and reset it).
+func TestShutdownAnswersRefusedConnections(t *testing.T) {
+	t.Parallel()
+	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	env := map[string]string{
+		"SHOP_ADDR": addr, "SHOP_SQLITE_PATH": filepath.Join(t.TempDir(), "shop.db"), "SHOP_MAX_CONNS": "1",
+		"SHOP_SWEEP_INTERVAL": "0", "SHOP_SHUTDOWN_WAIT": "10s",
+		"SHOP_ADMIN_TOKEN": "test-admin-token-0123456789", "SHOP_AUTH_SECRET": "test-auth-secret-0123456789",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	log := &testenv.LogBuffer{}
+	go func() {
+		done <- Run(ctx, []string{"serve"}, func(k string) string { return env[k] }, &testenv.LogBuffer{}, log)
+	}()
+
+	// The one slot, held by a keep-alive connection that was served.
+	var held net.Conn
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shop did not answer /healthz:\n%s", log.String())
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			held = c
+			break
+		}
+		c.Close()
+	}
+	defer held.Close()
+	refused, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refused.Close()
+	time.Sleep(200 * time.Millisecond) // accepted and refused, waiting for its request
+
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) while a refused connection still waited for its request", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	_ = refused.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(refused, "POST /api/v1/seckill/1/orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(refused), nil)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("refused connection during shutdown: %v %v, want its 503", resp, err)
+	}
+	refused.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Run still running a second after the refused connection was answered and closed")
 	}
 }

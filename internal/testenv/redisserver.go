@@ -3,13 +3,14 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/shop/internal/testenv/redistopo"
 )
 
 // RedisServer is a private redis-server process on a loopback port, for
@@ -65,13 +66,14 @@ func (s *RedisServer) Stop() {
 	}
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago, below
+// the kernel's ephemeral range, so that no outgoing connection takes it as
+// its local port before the caller binds it (redistopo.FreePorts).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := redistopo.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p[0]
 }

@@ -10,11 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -127,7 +129,12 @@ func newNode(dir string, port int, args ...string) (*Node, error) {
 	return n, nil
 }
 
-// ports returns n ports: base, base+1, ... when base > 0, else free ones.
+// ports returns n ports: base, base+1, ... when base > 0, else free ones
+// below the kernel's ephemeral range. A port the kernel handed out for
+// ":0" was taken again, between its listener's close and redis-server's
+// bind, as the local port of some outgoing connection (CI: "bind: Address
+// already in use", a Sentinel group that never came up); outgoing
+// connections take theirs from the ephemeral range only.
 func ports(base, n int) ([]int, error) {
 	out := make([]int, n)
 	if base > 0 {
@@ -142,15 +149,43 @@ func ports(base, n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	hi := ephemeralStart()
 	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+		for tries := 0; ; tries++ {
+			p := portsFrom + rand.IntN(hi-portsFrom)
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				if tries == 100 {
+					return nil, fmt.Errorf("redistopo: no free port in %d-%d after 100 tries: %w", portsFrom, hi-1, err)
+				}
+				continue
+			}
+			ls = append(ls, l)
+			out[i] = p
+			break
 		}
-		ls = append(ls, l)
-		out[i] = l.Addr().(*net.TCPAddr).Port
 	}
 	return out, nil
+}
+
+// FreePorts is n loopback ports that were free a moment ago, below the
+// kernel's ephemeral range (see ports).
+func FreePorts(n int) ([]int, error) { return ports(0, n) }
+
+// portsFrom is the lowest port ports picks.
+const portsFrom = 10000
+
+// ephemeralStart is the first port of the kernel's ephemeral range
+// (Linux: net.ipv4.ip_local_port_range; else, or unreadable, 32768).
+func ephemeralStart() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > portsFrom+1000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // poll calls ok every 50 ms until it returns nil or limit passes; the last
