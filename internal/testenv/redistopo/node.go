@@ -150,9 +150,14 @@ func ports(base, n int) ([]int, error) {
 		}
 	}()
 	hi := ephemeralStart()
+	handed.Lock()
+	defer handed.Unlock()
 	for i := range out {
 		for tries := 0; ; tries++ {
 			p := portsFrom + rand.IntN(hi-portsFrom)
+			if handed.ports[p] {
+				continue // given out before: its listener may not be up yet
+			}
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
 				if tries == 100 {
@@ -162,11 +167,20 @@ func ports(base, n int) ([]int, error) {
 			}
 			ls = append(ls, l)
 			out[i] = p
+			handed.ports[p] = true
 			break
 		}
 	}
 	return out, nil
 }
+
+// handed is every port ports gave out in this process: never twice, so
+// that two calls (a group's data nodes, then its sentinels) cannot pick
+// one port before either is bound.
+var handed = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // FreePorts is n loopback ports that were free a moment ago, below the
 // kernel's ephemeral range (see ports).
