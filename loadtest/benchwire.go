@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"syscall"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/netx"
 )
 
 // wireClient is one bench client's keep-alive HTTP/1.1 connection, driven
@@ -163,7 +165,7 @@ func readable(c net.Conn) bool {
 	}
 	var got bool
 	if err := rc.Read(func(fd uintptr) bool {
-		got = peekNow(fd)
+		got, _ = netx.Pending(fd)
 		return true
 	}); err != nil {
 		return true

@@ -77,23 +77,11 @@ func TestWireClient(t *testing.T) {
 	}
 
 	// A server that answers before the request was written.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-			time.Sleep(200 * time.Millisecond)
-			c.Close()
-		}
-	}()
-	eager, _ := url.Parse("http://" + ln.Addr().String() + "/healthz")
+	eagerAddr := rawServer(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		time.Sleep(200 * time.Millisecond)
+	})
+	eager, _ := url.Parse("http://" + eagerAddr + "/healthz")
 	w2 := newWireClient(time.Second)
 	defer w2.close()
 	// A connection whose answer has crossed loopback before the request
@@ -113,26 +101,36 @@ func TestWireClient(t *testing.T) {
 
 	// An answer whose body is cut short is an error, and its connection
 	// is not used again.
-	short, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer short.Close()
-	go func() {
-		for {
-			c, err := short.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = bufio.NewReader(c).ReadString('\n')
-			_, _ = c.Write([]byte("HTTP/1.1 409 Conflict\r\nContent-Length: 100\r\n\r\n{\"code\":"))
-			c.Close()
-		}
-	}()
-	cut, _ := url.Parse("http://" + short.Addr().String() + "/x")
+	shortAddr := rawServer(t, func(c net.Conn) {
+		_, _ = bufio.NewReader(c).ReadString('\n')
+		_, _ = c.Write([]byte("HTTP/1.1 409 Conflict\r\nContent-Length: 100\r\n\r\n{\"code\":"))
+	})
+	cut, _ := url.Parse("http://" + shortAddr + "/x")
 	w3 := newWireClient(time.Second)
 	defer w3.close()
 	if status, _, err := w3.do(ctx, http.MethodPost, cut, "", buf); err == nil || status != http.StatusConflict || w3.conn != nil {
 		t.Fatalf("a body cut short: status %d, err %v, connection kept %v; want 409 with an error, connection closed", status, err, w3.conn != nil)
 	}
+}
+
+// rawServer serves every connection with serve, then closes it, on a
+// loopback port of its own until the test ends; it returns the address.
+func rawServer(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			serve(c)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -5,4 +5,3 @@ package main
 import "syscall"
 
 func childAttr() *syscall.SysProcAttr { return nil }
-func peekNow(uintptr) bool            { return false }

@@ -97,14 +97,7 @@ func TestOverCapAnswer(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	addr := inner.Addr().String()
 
-	held, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(held, "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n")
-	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("first connection: %v", err)
-	}
+	held := holdSlot(t, addr)
 
 	for _, tc := range []struct {
 		name, request string
@@ -307,15 +300,7 @@ func TestRefusedAnsweredThroughShutdown(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	addr := inner.Addr().String()
 
-	held, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	_, _ = io.WriteString(held, "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n")
-	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("first connection: %v", err)
-	}
+	defer holdSlot(t, addr).Close()
 	refused, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -355,4 +340,19 @@ func TestRefusedAnsweredThroughShutdown(t *testing.T) {
 	case <-time.After(500 * time.Millisecond): // (the drain ends at the client's close, not at drainFor)
 		t.Fatal("WaitRefused still waiting after the refused connection was answered and closed")
 	}
+}
+
+// holdSlot opens a connection to addr and has one request served on it:
+// the connection holds a slot of the cap until it is closed.
+func holdSlot(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(held, "GET /x HTTP/1.1\r\nHost: shop\r\n\r\n")
+	if resp, err := http.ReadResponse(bufio.NewReader(held), nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first connection: %v", err)
+	}
+	return held
 }
