@@ -329,11 +329,10 @@ func (h *harness) benchThree(ctx context.Context, db *sql.DB, start func(int, st
 	// (pools open, heap grown), as the baseline's instance has: each
 	// takes a hot product's load for a warm-up first, unmeasured.
 	for i, u := range c3.urls() {
-		p, err := c3.client.CreateProduct(ctx, fmt.Sprintf("bench warm-up %d", i), 100, 1_000_000, "bench-warm-"+loadgen.RandomID(8))
+		warm, _, err := hotLoad(ctx, c3, users, fmt.Sprintf("bench warm-up %d", i))
 		if err != nil {
 			return err
 		}
-		warm := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), want: http.StatusCreated, users: users}
 		h.benchSay("bench: warm-up of instance %d of the three, %s (not counted)", i+1, max(h.o.bench.warmup, time.Second))
 		if _, err := warm.run(ctx, []string{u}, h.o.bench.clients, 0, max(h.o.bench.warmup, time.Second)); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
@@ -580,11 +579,11 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 		o.warmup = rt.warmup
 	}
 	out := benchOrders{Instances: rt.shops, Routing: rt.routing, Clients: o.clients, Coalescing: !slices.Contains(c.common, "SHOP_BATCH_MAX=1")}
-	p, err := c.client.CreateProduct(ctx, fmt.Sprintf("bench hot %d %s", rt.shops, rt.routing), 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
+	l, product, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.shops, rt.routing))
 	if err != nil {
 		return out, err
 	}
-	l := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), want: http.StatusCreated, users: users, affine: rt.affine}
+	l.affine = rt.affine
 	var (
 		series          []benchSample
 		count0, count1  int64
@@ -601,7 +600,7 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 			return
 		}
 		t0 = time.Now()
-		if count0, sampleErr = countOrders(ctx, db, p.ID); sampleErr != nil {
+		if count0, sampleErr = countOrders(ctx, db, product); sampleErr != nil {
 			return
 		}
 		sum0, n0 = batchTotals(ctx, c)
@@ -615,7 +614,7 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 				return
 			}
 			now := time.Now()
-			n, err := countOrders(ctx, db, p.ID)
+			n, err := countOrders(ctx, db, product)
 			if err != nil {
 				sampleErr = err
 				return
@@ -652,6 +651,16 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 		out.BatchMean = (s - sum0) / (k - n0)
 	}
 	return out, nil
+}
+
+// hotLoad makes a product whose stock does not run out and the load of
+// new buyers ordering it (round robin; the caller may make it affine).
+func hotLoad(ctx context.Context, c *cluster, users *benchUsers, name string) (benchLoad, int64, error) {
+	p, err := c.client.CreateProduct(ctx, name, 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
+	if err != nil {
+		return benchLoad{}, 0, err
+	}
+	return benchLoad{method: http.MethodPost, path: seckillPath(p.ID), want: http.StatusCreated, users: users}, p.ID, nil
 }
 
 func seckillPath(id int64) string { return "/api/v1/seckill/" + strconv.FormatInt(id, 10) + "/orders" }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"syscall"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/netx"
@@ -92,8 +91,8 @@ func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth s
 			w.br.Reset(c)
 		}
 	}
-	_ = w.conn.SetDeadline(time.Now().Add(w.timeout)) // (before readable: a deadline passed hides what is there)
-	if w.br.Buffered() > 0 || readable(w.conn) {
+	_ = w.conn.SetDeadline(time.Now().Add(w.timeout))
+	if ready, _ := netx.Readable(w.conn); ready || w.br.Buffered() > 0 {
 		return 0, "", false, errUnsolicited
 	}
 	w.req = append(w.req[:0], method...)
@@ -149,26 +148,4 @@ func readBody(body io.Reader, buf []byte) (int, error) {
 	}
 	_, err := io.Copy(io.Discard, body)
 	return n, err
-}
-
-// readable reports whether c has bytes (or its end) to read now, without
-// reading them or waiting; a socket that cannot be asked counts as
-// readable (the caller then starts over on a new connection).
-func readable(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return true
-	}
-	var got bool
-	if err := rc.Read(func(fd uintptr) bool {
-		got, _ = netx.Pending(fd)
-		return true
-	}); err != nil {
-		return true
-	}
-	return got
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-lab/shop/internal/netx"
 )
 
 // capListener keeps at most cap(slots) connections open. A connection over
@@ -241,16 +243,7 @@ func (c *capConn) Read(p []byte) (int, error) {
 // already sent. What remains is the instant between this check and the
 // close.
 func (c *capConn) sending() bool {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	ready := false
-	_ = rc.Control(func(fd uintptr) { ready = pending(fd) })
+	ready, _ := netx.Readable(c.Conn)
 	return ready
 }
 
