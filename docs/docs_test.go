@@ -51,7 +51,7 @@ var readerTools = []struct{ program, pkg string }{
 	{"curl", "curl"},
 	{"jq", "jq"},
 	{"redis-cli", "redis-tools"},
-	{"redis-server", "redis-server"}, // chapter 7's Cluster (cmd/redistopo starts redis-server)
+	{"redis-server", "redis-server"}, // chapter 7's Cluster (cmd/topo starts redis-server)
 	{"sqlite3", "sqlite3"},
 }
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
-	"github.com/seckill-lab/shop/internal/testenv/redistopo"
+	"github.com/seckill-lab/shop/internal/topo"
 )
 
 // The failover scenario runs in two parts, one per Redis topology, each
@@ -359,7 +359,7 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 	defer cancel()
 	switch part {
 	case failoverCluster:
-		c, err := redistopo.StartCluster(sctx, redistopo.ClusterOptions{})
+		c, err := topo.StartCluster(sctx, topo.ClusterOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -380,7 +380,7 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 				}, nil
 			}}}}, nil
 	case failoverSentinel:
-		s, err := redistopo.StartSentinel(sctx, redistopo.SentinelOptions{})
+		s, err := topo.StartSentinel(sctx, topo.SentinelOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-lab/shop/internal/testenv/redistopo"
+	"github.com/seckill-lab/shop/internal/topo"
 )
 
 // RedisServer is a private redis-server process on a loopback port, for
@@ -68,10 +68,10 @@ func (s *RedisServer) Stop() {
 
 // FreePort returns a loopback TCP port that was free a moment ago, below
 // the kernel's ephemeral range, so that no outgoing connection takes it as
-// its local port before the caller binds it (redistopo.FreePorts).
+// its local port before the caller binds it (topo.FreePorts).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	p, err := redistopo.FreePorts(1)
+	p, err := topo.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}

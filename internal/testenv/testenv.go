@@ -166,7 +166,7 @@ func MySQL(t testing.TB) string {
 // shared server: start a private one with RedisServer for that.
 //
 // SHOP_TEST_REDIS_URL may be a comma-separated list of Cluster nodes (as
-// printed by `go run ./cmd/redistopo cluster`); then the URL returned is
+// printed by `go run ./cmd/topo cluster`); then the URL returned is
 // that list, which platform.OpenRedis and SHOP_REDIS_URL accept as is, and
 // RedisClient gives a cluster client. CI runs the Redis-using packages once
 // that way, so a script whose keys straddle slots (CROSSSLOT) fails a test.

@@ -1,4 +1,4 @@
-package redistopo
+package topo
 
 import (
 	"context"

@@ -1,10 +1,4 @@
-// Package redistopo starts real Redis topologies on loopback with plain
-// redis-server, redis-cli --cluster create and redis-server --sentinel: a
-// Cluster of masters with replicas, and a Sentinel group. Tests, the
-// load-test harness (the failover scenario) and cmd/redistopo (CI and the
-// docs) share it, so the topology a chapter describes is the one the tests
-// ran against. It needs redis-server and redis-cli on PATH; no Docker.
-package redistopo
+package topo
 
 import (
 	"context"
@@ -67,14 +61,14 @@ func (n *Node) Start(ctx context.Context) error {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		n.mu.Unlock()
-		return fmt.Errorf("redistopo: redis-server not on PATH (Debian: apt-get install redis-server): %w", err)
+		return fmt.Errorf("topo: redis-server not on PATH (Debian: apt-get install redis-server): %w", err)
 	}
 	cmd := exec.Command(path, n.args...)
 	cmd.Dir = n.Dir
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		n.mu.Unlock()
-		return fmt.Errorf("redistopo: start redis-server on %d: %w", n.Port, err)
+		return fmt.Errorf("topo: start redis-server on %d: %w", n.Port, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -88,9 +82,9 @@ func (n *Node) Start(ctx context.Context) error {
 	for c.Ping(ctx).Err() != nil {
 		select {
 		case <-exited:
-			return fmt.Errorf("redistopo: redis-server on %d exited at start; log %s:\n%s", n.Port, n.LogPath, tail(n.LogPath))
+			return fmt.Errorf("topo: redis-server on %d exited at start; log %s:\n%s", n.Port, n.LogPath, tail(n.LogPath))
 		case <-ctx.Done():
-			return fmt.Errorf("redistopo: redis-server on %d does not answer after 10s; log %s", n.Port, n.LogPath)
+			return fmt.Errorf("topo: redis-server on %d does not answer after 10s; log %s", n.Port, n.LogPath)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -161,7 +155,7 @@ func ports(base, n int) ([]int, error) {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
 				if tries == 100 {
-					return nil, fmt.Errorf("redistopo: no free port in %d-%d after 100 tries: %w", portsFrom, hi-1, err)
+					return nil, fmt.Errorf("topo: no free port in %d-%d after 100 tries: %w", portsFrom, hi-1, err)
 				}
 				continue
 			}
@@ -214,7 +208,7 @@ func poll(ctx context.Context, limit time.Duration, what string, ok func(ctx con
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("redistopo: %s not reached after %s: %w", what, limit, err)
+			return fmt.Errorf("topo: %s not reached after %s: %w", what, limit, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

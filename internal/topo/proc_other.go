@@ -1,6 +1,6 @@
 //go:build !linux
 
-package redistopo
+package topo
 
 import "syscall"
 

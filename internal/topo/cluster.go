@@ -1,4 +1,4 @@
-package redistopo
+package topo
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 	n := o.Masters * (1 + o.Replicas)
 	c := &Cluster{Masters: o.Masters, dir: o.Dir}
 	if c.dir == "" {
-		if c.dir, err = os.MkdirTemp("", "redistopo-cluster-"); err != nil {
+		if c.dir, err = os.MkdirTemp("", "topo-cluster-"); err != nil {
 			return nil, err
 		}
 		c.ownDir = true
@@ -112,7 +112,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (_ *Cluster, err error)
 func (c *Cluster) create(ctx context.Context, replicas int) error {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		return fmt.Errorf("redistopo: redis-cli not on PATH (Debian: apt-get install redis-tools): %w", err)
+		return fmt.Errorf("topo: redis-cli not on PATH (Debian: apt-get install redis-tools): %w", err)
 	}
 	args := []string{"--cluster", "create"}
 	for _, n := range c.Nodes {
@@ -123,7 +123,7 @@ func (c *Cluster) create(ctx context.Context, replicas int) error {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("redistopo: redis-cli %s: %w\n%s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("topo: redis-cli %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }
@@ -241,7 +241,7 @@ func (c *Cluster) MasterOf(ctx context.Context, slot int) (*Node, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("redistopo: no live master serves slot %d", slot)
+	return nil, fmt.Errorf("topo: no live master serves slot %d", slot)
 }
 
 // KeySlot is CLUSTER KEYSLOT key, asked of a live node.
@@ -257,7 +257,7 @@ func (c *Cluster) KeySlot(ctx context.Context, key string) (int, error) {
 			return int(s), nil
 		}
 	}
-	return 0, errors.New("redistopo: no node answers CLUSTER KEYSLOT")
+	return 0, errors.New("topo: no node answers CLUSTER KEYSLOT")
 }
 
 // WaitHealthy waits until every running node says cluster_state:ok, all

@@ -1,11 +1,11 @@
-// Command redistopo starts a real Redis topology on loopback and keeps it
+// Command topo starts a real Redis topology on loopback and keeps it
 // up until interrupted (or --for runs out): a Cluster of 3 masters and 3
 // replicas, or a Sentinel group of 1 master, 2 replicas and 3 sentinels.
 // CI runs the Redis-using packages' tests against the Cluster it starts,
 // and the operations chapter uses it to show a failover.
 //
-//	redistopo cluster  [--port 17000] [--env-file F] [--for 30m]
-//	redistopo sentinel [--port 17100] [--sentinel-port 26379] [--env-file F] [--for 30m]
+//	topo cluster  [--port 17000] [--env-file F] [--for 30m]
+//	topo sentinel [--port 17100] [--sentinel-port 26379] [--env-file F] [--for 30m]
 //
 // It prints SHOP_REDIS_URL (and SHOP_REDIS_MASTER) once the topology is
 // healthy; every redis-server it started dies with it.
@@ -22,24 +22,24 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/seckill-lab/shop/internal/testenv/redistopo"
+	"github.com/seckill-lab/shop/internal/topo"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "redistopo:", err)
+		fmt.Fprintln(os.Stderr, "topo:", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || (args[0] != "cluster" && args[0] != "sentinel") {
-		return errors.New("usage: redistopo cluster|sentinel [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
+		return errors.New("usage: topo cluster|sentinel [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
 	}
 	kind := args[0]
-	fs := flag.NewFlagSet("redistopo "+kind, flag.ContinueOnError)
+	fs := flag.NewFlagSet("topo "+kind, flag.ContinueOnError)
 	port := fs.Int("port", 0, "first data port (cluster bus ports: port+50...); 0: free ports")
 	sport := fs.Int("sentinel-port", 0, "first sentinel port (sentinel only); 0: free ports")
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed at exit)")
@@ -53,14 +53,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var env string
 	switch kind {
 	case "cluster":
-		c, err := redistopo.StartCluster(start, redistopo.ClusterOptions{Port: *port, Dir: *dir})
+		c, err := topo.StartCluster(start, topo.ClusterOptions{Port: *port, Dir: *dir})
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		env = fmt.Sprintf("SHOP_REDIS_URL=%s\n", c.URL())
 	case "sentinel":
-		s, err := redistopo.StartSentinel(start, redistopo.SentinelOptions{Port: *port, SentinelPort: *sport, Dir: *dir})
+		s, err := topo.StartSentinel(start, topo.SentinelOptions{Port: *port, SentinelPort: *sport, Dir: *dir})
 		if err != nil {
 			return err
 		}

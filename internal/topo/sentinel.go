@@ -1,4 +1,4 @@
-package redistopo
+package topo
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func StartSentinel(ctx context.Context, o SentinelOptions) (_ *Sentinel, err err
 	}
 	s := &Sentinel{Name: o.Name, dir: o.Dir}
 	if s.dir == "" {
-		if s.dir, err = os.MkdirTemp("", "redistopo-sentinel-"); err != nil {
+		if s.dir, err = os.MkdirTemp("", "topo-sentinel-"); err != nil {
 			return nil, err
 		}
 		s.ownDir = true
@@ -178,9 +178,9 @@ func (s *Sentinel) Master(ctx context.Context) (*Node, error) {
 				return d, nil
 			}
 		}
-		return nil, fmt.Errorf("redistopo: sentinel names unknown master %s:%s", a[0], a[1])
+		return nil, fmt.Errorf("topo: sentinel names unknown master %s:%s", a[0], a[1])
 	}
-	return nil, fmt.Errorf("redistopo: no sentinel answers for %s", s.Name)
+	return nil, fmt.Errorf("topo: no sentinel answers for %s", s.Name)
 }
 
 // Failover asks one sentinel for SENTINEL FAILOVER (a replica is promoted
@@ -195,7 +195,7 @@ func (s *Sentinel) Failover(ctx context.Context) error {
 		cl.Close()
 		return err
 	}
-	return fmt.Errorf("redistopo: no sentinel running")
+	return fmt.Errorf("topo: no sentinel running")
 }
 
 // WaitNewMaster waits until the sentinels name a master other than old and
