@@ -93,23 +93,39 @@ func createBuckets(tx *gorm.DB, id int64, shares []int64) error {
 	return tx.Create(&rows).Error
 }
 
-// addStock adds shares[b] units to bucket b (a restock). The products row
-// is always written, so a restock of a one-bucket product is one UPDATE as
-// it always was.
-func addStock(tx *gorm.DB, id int64, shares []int64) error {
+// addStock adds shares[b] units to bucket b (a restock), each under the
+// fence of the hold on that bucket's lock (fences[b]), so a restock by a
+// holder whose lease ran out is refused like its deduction would be
+// (errStaleFence: the caller raises the fence and retries under a new
+// hold). The products row is always written, so a restock of a one-bucket
+// product is one UPDATE as it always was.
+func addStock(tx *gorm.DB, id int64, shares []int64, fences []Fence) error {
 	for b, n := range shares {
 		if n == 0 && b > 0 {
 			continue
 		}
-		res := moveBucket(tx, id, b, n, Fence{})
+		res := moveBucket(tx, id, b, n, fences[b])
 		if res.Error != nil {
 			return res.Error
 		}
-		if b > 0 && res.RowsAffected != 1 {
-			return fmt.Errorf("inventory: product %d has no stock bucket %d", id, b)
+		if res.RowsAffected != 1 {
+			return missedBucket(tx, id, b, fences[b])
 		}
 	}
 	return nil
+}
+
+// missedBucket says why a fenced stock write to bucket b changed no row:
+// the row refuses the fence (errStaleFence), or there is no such bucket.
+func missedBucket(tx *gorm.DB, id int64, b int, fence Fence) error {
+	r, err := readBucket(tx, id, b)
+	if err != nil {
+		return err
+	}
+	if r.refuses(fence) {
+		return errStaleFence
+	}
+	return fmt.Errorf("inventory: stock write to product %d bucket %d changed no row", id, b)
 }
 
 // moveBucket is moveStock for one bucket (0: the products row).

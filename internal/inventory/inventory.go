@@ -303,7 +303,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 	if err != nil {
 		return Product{}, false, err
 	}
-	restock := func(ctx context.Context, fence Fence) error {
+	restock := func(ctx context.Context, fences []Fence) error {
 		added := false
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			added, replayed = false, false
@@ -315,7 +315,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 			if ref != "" {
 				r = &ref
 			}
-			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fence.Number, CreatedAt: dbx.Now()}
+			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fences[0].Number, CreatedAt: dbx.Now()}
 			if err := tx.Create(&row).Error; err != nil {
 				if !dbx.IsDuplicate(err) {
 					return err
@@ -332,7 +332,7 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 				out, err = readTotal(tx, id)
 				return err
 			}
-			if err := addStock(tx, id, spread(quantity, k)); err != nil {
+			if err := addStock(tx, id, spread(quantity, k), fences); err != nil {
 				return err
 			}
 			added = true
@@ -347,23 +347,26 @@ func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash str
 		return err
 	}
 	if k > 1 {
-		err = s.lockedAll(ctx, id, k, func() time.Duration { return s.cfg.LockWait }, func(ctx context.Context, fences []Fence) error {
-			return restock(ctx, fences[0])
-		})
+		err = s.lockedAll(ctx, id, k, func() time.Duration { return s.cfg.LockWait }, restock)
 	} else {
-		err = s.locked(ctx, id, s.cfg.LockWait, noLabPause, restock)
+		err = s.locked(ctx, id, s.cfg.LockWait, noLabPause, func(ctx context.Context, fence Fence) error {
+			return restock(ctx, []Fence{fence})
+		})
 	}
 	return out, replayed, err
 }
 
 // ReturnTx gives the stock of cancelled orders of productID back inside the
 // caller's transaction (the orders' guarded cancel): one ledger row per
-// order, in one INSERT, and one stock update. The units go to bucket 0, the
-// products row, whose lock is the one WithProductLock holds; a product held
-// in buckets then sells them from there (the walk reaches it). The unique (order_no, reason)
-// index makes a second return of an order fail, so stock comes back exactly
-// once.
-func (s *Service) ReturnTx(tx *gorm.DB, productID int64, returns []Want) error {
+// order, in one INSERT, and one stock update under fence, the hold
+// WithProductLock passed in, so a return by a holder whose lease ran out is
+// refused (errStaleFence, and the whole transaction rolls back: the orders
+// stay pending; WithProductLock raises the fence and runs it again). The
+// units go to bucket 0, the products row, whose lock is the one
+// WithProductLock holds; a product held in buckets then sells them from
+// there (the walk reaches it). The unique (order_no, reason) index makes a
+// second return of an order fail, so stock comes back exactly once.
+func (s *Service) ReturnTx(tx *gorm.DB, productID int64, fence Fence, returns []Want) error {
 	if len(returns) == 0 {
 		return nil
 	}
@@ -372,13 +375,17 @@ func (s *Service) ReturnTx(tx *gorm.DB, productID int64, returns []Want) error {
 	now := dbx.Now()
 	for i, w := range returns {
 		no := w.OrderNo
-		rows[i] = LedgerRow{ProductID: productID, Delta: w.Quantity, Reason: ReasonCancel, OrderNo: &no, CreatedAt: now}
+		rows[i] = LedgerRow{ProductID: productID, Delta: w.Quantity, Reason: ReasonCancel, OrderNo: &no, Fence: fence.Number, CreatedAt: now}
 		units += w.Quantity
 	}
 	if err := tx.Create(&rows).Error; err != nil {
 		return fmt.Errorf("return stock of %d orders of product %d: %w", len(rows), productID, err)
 	}
-	return moveStock(tx, productID, units, Fence{}).Error
+	res := moveStock(tx, productID, units, fence)
+	if res.Error != nil || res.RowsAffected == 1 {
+		return res.Error
+	}
+	return missedBucket(tx, productID, 0, fence)
 }
 
 // LockWait says how a caller waits for a product lock.

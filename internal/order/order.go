@@ -333,7 +333,7 @@ func (s *Service) cancel(ctx context.Context, o Order, reason string, wait inven
 // with one guarded UPDATE, and returns their units with one ledger INSERT
 // and one stock UPDATE. It returns the orders it cancelled, as committed.
 func (s *Service) cancelPending(ctx context.Context, productID int64, nos []string, reason string, wait inventory.LockWait) (done []Order, err error) {
-	err = s.inv.WithProductLock(ctx, productID, wait, func(ctx context.Context, _ inventory.Fence) error {
+	err = s.inv.WithProductLock(ctx, productID, wait, func(ctx context.Context, fence inventory.Fence) error {
 		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			done = nil
 			var pending []Order
@@ -361,7 +361,7 @@ func (s *Service) cancelPending(ctx context.Context, productID int64, nos []stri
 				// roll back, and a later attempt decides by re-reading.
 				return fmt.Errorf("%w: orders of product %d moved while being cancelled", inventory.ErrBusy, productID)
 			}
-			if err := s.inv.ReturnTx(tx, productID, returns); err != nil {
+			if err := s.inv.ReturnTx(tx, productID, fence, returns); err != nil {
 				return err
 			}
 			return tx.Where("order_no IN ?", claimed).Order("order_no").Find(&done).Error
