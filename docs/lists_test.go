@@ -126,3 +126,25 @@ func read(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestDiagramsFenceRule: the diagrams draw the fenced UPDATE's condition as
+// the code has it (inventory.guardedMove): an older fence, or the same
+// fence from the same holder; never the "fence <= n" of before the
+// equal-fence rule.
+func TestDiagramsFenceRule(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("diagrams", "*.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zh, _ := filepath.Glob(filepath.Join("diagrams", "zh", "*.svg"))
+	stale := regexp.MustCompile(`fence (≤|&lt;=)`)
+	for _, f := range append(files, zh...) {
+		text := read(t, f)
+		if m := stale.FindString(text); m != "" {
+			t.Errorf("%s draws %q: the UPDATE takes fence < n, or fence = n from the same holder", f, m)
+		}
+		if strings.Contains(text, "UPDATE") && strings.Contains(text, "fence") && !strings.Contains(text, "fence &lt;") {
+			t.Errorf("%s draws a fenced UPDATE without its condition fence < n", f)
+		}
+	}
+}
