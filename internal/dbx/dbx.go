@@ -91,6 +91,33 @@ func ConnLost(err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
 
+// unavailableErrors are the MySQL/MariaDB server errors that say the
+// database cannot take the statement now but may in a moment: a server
+// turned read-only under the client (1290 ER_OPTION_PREVENTS_STATEMENT,
+// 1836 ER_READ_ONLY_MODE: a demoted primary, or a proxy still pointing at a
+// replica during a failover), a Galera node outside the primary component
+// (1047 ER_UNKNOWN_COM_ERROR, "WSREP has not yet prepared node"), an abort
+// a retry layer gave up on (1213 deadlock or Galera certification conflict,
+// 1205 lock wait timeout), a server shutting down or killing the connection
+// (1053, 1927, 1317), too many connections (1040), a statement timeout
+// (1969).
+var unavailableErrors = map[uint16]bool{1290: true, 1836: true, 1047: true, 1213: true, 1205: true,
+	1053: true, 1927: true, 1317: true, 1040: true, 1969: true}
+
+// Unavailable reports whether err is the database unable to answer now:
+// a lost connection (ConnLost) or one of unavailableErrors. Whatever the
+// request wrote either rolled back or, for a connection lost during
+// COMMIT, is in doubt; the client may send the request again, and the
+// idempotency of the write (the unique order number, the payment's request
+// id) makes that retry safe either way. HTTP answers it 503, never 500.
+func Unavailable(err error) bool {
+	if ConnLost(err) {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && unavailableErrors[me.Number]
+}
+
 // IsDuplicate reports whether err is a unique-index violation (MySQL 1062,
 // SQLite UNIQUE constraint).
 func IsDuplicate(err error) bool {

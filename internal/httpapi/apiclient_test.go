@@ -48,7 +48,13 @@ type backend struct {
 
 func newBackend(t *testing.T) *backend {
 	t.Helper()
-	b := &backend{dsn: testenv.MySQL(t)}
+	return newBackendOn(t, testenv.MySQL(t))
+}
+
+// newBackendOn is newBackend on the database dsn names.
+func newBackendOn(t *testing.T, dsn string) *backend {
+	t.Helper()
+	b := &backend{dsn: dsn}
 	b.redisURL, b.prefix = testenv.Redis(t)
 	db, err := sql.Open("mysql", b.dsn)
 	if err != nil {

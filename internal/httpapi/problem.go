@@ -108,8 +108,9 @@ var retryAfter = map[string]string{"busy": "1", "unavailable": "2", "overloaded"
 
 // unavailable reports whether err is a dependency that cannot answer: a
 // Redis or database connection refused, reset, closed or timed out, a pool
-// with no free connection, or a Redis still loading, read-only after a
-// failover, or without a master. Such a request changed nothing (or its
+// with no free connection, a Redis still loading, read-only after a
+// failover, or without a master, or a database that is read-only, outside
+// its cluster's primary component or shutting down (dbx.Unavailable). Such a request changed nothing (or its
 // transaction rolled back), so the client may retry it: 503, never 500.
 func unavailable(err error) bool {
 	var ne net.Error
@@ -122,7 +123,7 @@ func unavailable(err error) bool {
 		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsMasterDownError(err),
 		redis.IsClusterDownError(err), redis.IsTryAgainError(err), redis.IsNoReplicasError(err),
 		errors.Is(err, lockx.ErrClosed),
-		dbx.ConnLost(err),
+		dbx.Unavailable(err),
 		errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
