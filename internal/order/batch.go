@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
@@ -238,16 +239,28 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		var err error
 		var got []result // this transaction's results; res once it committed
 		for attempt := 1; ; attempt++ {
+			committing := false
 			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
 				take.Restart()
 				got = slices.Clone(res)
 				soldOut, err = s.commitTx(tx, take, batch, got)
+				committing = err == nil
 				return err
 			})
-			// One retry layer: a deadlock victim, or a twin committed by a
-			// writer that holds no product lock (the lock-free lab
-			// strategies), whose rerun's check then finds it.
-			if !dbx.Retryable(err) && !dbx.IsDuplicate(err) {
+			if committing && dbx.ConnLost(err) {
+				// COMMIT was sent and its answer lost: in doubt. Decided
+				// by what the database holds, not guessed.
+				var landed bool
+				if landed, err = s.resolveInDoubt(ctx, productID, got, err); landed || err != nil {
+					break
+				}
+				err = errRolledBack // it did not land: run it again
+			}
+			// One retry layer: a deadlock victim, a COMMIT that did not
+			// land, or a twin committed by a writer that holds no product
+			// lock (the lock-free lab strategies), whose rerun's check then
+			// finds it.
+			if !dbx.Retryable(err) && !dbx.IsDuplicate(err) && !errors.Is(err, errRolledBack) {
 				break
 			}
 			if attempt == batchAttempts || !dbx.Pause(ctx, attempt) {
@@ -286,6 +299,59 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		s.learnBuyers(ctx, productID)
 	}
 	return res
+}
+
+// errRolledBack is a batch transaction whose COMMIT was in doubt and did
+// not land: nothing changed, so it runs again.
+var errRolledBack = errors.New("order batch: the commit did not land")
+
+// inDoubtTimeout bounds resolveInDoubt's look-up.
+const inDoubtTimeout = 10 * time.Second
+
+// resolveInDoubt decides a batch transaction whose COMMIT lost its
+// connection (lost, the driver's error): did it land? got is what the
+// transaction computed; the orders it created are looked up by their
+// unique order numbers, with a locking read, which waits while the old
+// transaction still holds their rows on the server (a COMMIT in progress
+// there, or a connection the server has not yet seen die), so the answer is
+// the final one. All there: landed, got stands. None there: it rolled back
+// (landed false, nil: run it again). A transaction that created no order
+// wrote nothing that matters, so got stands either way. A look-up that
+// fails leaves it in doubt: lost is returned (503 unavailable, nothing is
+// recorded as done, and the client's retry is answered by the database).
+func (s *Service) resolveInDoubt(ctx context.Context, productID int64, got []result, lost error) (landed bool, err error) {
+	var nos []string
+	for _, r := range got {
+		if r.created && r.err == nil {
+			nos = append(nos, r.o.OrderNo)
+		}
+	}
+	if len(nos) == 0 {
+		s.metrics.inDoubt("landed")
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, inDoubtTimeout)
+	defer cancel()
+	var found int64
+	err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
+		return tx.Model(&Order{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no IN ?", nos).Count(&found).Error
+	})
+	switch {
+	case err != nil:
+		s.metrics.inDoubt("unresolved")
+		s.log.Warn("order batch commit in doubt and not resolved", "product_id", productID, "orders", len(nos), "err", err)
+		return false, fmt.Errorf("%w (the batch's commit is in doubt: %v)", lost, err)
+	case found == int64(len(nos)):
+		s.metrics.inDoubt("landed")
+		s.log.Warn("order batch commit in doubt: it landed", "product_id", productID, "orders", len(nos))
+		return true, nil
+	case found == 0:
+		s.metrics.inDoubt("rolled_back")
+		s.log.Warn("order batch commit in doubt: it did not land; running it again", "product_id", productID, "orders", len(nos))
+		return false, nil
+	}
+	s.metrics.inDoubt("unresolved")
+	return false, fmt.Errorf("%w (the batch's commit is in doubt: %d of its %d orders are there)", lost, found, len(nos))
 }
 
 // commitTx is one batch's transaction. It fills res and reports whether the

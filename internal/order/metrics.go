@@ -9,6 +9,7 @@ type Metrics struct {
 	cancelledTotal *prometheus.CounterVec
 	fastPathTotal  prometheus.Counter
 	batchSize      prometheus.Histogram
+	inDoubtTotal   *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -18,11 +19,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replayedTotal:  prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shop", Subsystem: "orders", Name: "replayed_total", Help: "Repeated order requests answered with the existing order, by kind."}, []string{"kind"}),
 		cancelledTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shop", Subsystem: "orders", Name: "cancelled_total", Help: "Orders cancelled, by reason (user, timeout: the sweeper)."}, []string{"reason"}),
 	}
+	m.inDoubtTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "shop", Subsystem: "orders", Name: "commits_in_doubt_total",
+		Help: "Order batch COMMITs whose connection was lost before the answer, by what the database then showed (landed, rolled_back, unresolved)."}, []string{"outcome"})
 	m.fastPathTotal = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "orders", Name: "sold_out_fast_path_total", Help: "Orders refused from this instance's sold-out book (no Redis, no lock, no stock row)."})
 	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "shop", Subsystem: "orders", Name: "batch_size",
 		Help:    "Order requests of one product placed under one lock hold and one transaction.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}})
-	reg.MustRegister(m.createdTotal, m.replayedTotal, m.cancelledTotal, m.fastPathTotal, m.batchSize)
+	reg.MustRegister(m.createdTotal, m.replayedTotal, m.cancelledTotal, m.fastPathTotal, m.batchSize, m.inDoubtTotal)
 	return m
 }
 
@@ -53,5 +56,11 @@ func (m *Metrics) fastPath() {
 func (m *Metrics) batched(n int) {
 	if m != nil {
 		m.batchSize.Observe(float64(n))
+	}
+}
+
+func (m *Metrics) inDoubt(outcome string) {
+	if m != nil {
+		m.inDoubtTotal.WithLabelValues(outcome).Inc()
 	}
 }

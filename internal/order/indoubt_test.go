@@ -1,0 +1,193 @@
+package order_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/order"
+	"github.com/seckill-lab/shop/internal/platform"
+	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/internal/testenv/stocktest"
+	"github.com/seckill-lab/shop/internal/testenv/testdb"
+)
+
+// TestInDoubtCommitResolved cuts the order book's database connection at
+// the batch's COMMIT, once after the server got it (the order committed,
+// its answer lost) and once before (nothing committed): either way the
+// buyer is answered with what the database holds, one order, the stock
+// and the ledger in step. Without the resolution both buyers got an error
+// although the first one's order was placed.
+func TestInDoubtCommitResolved(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQL(t)
+	rdb, prefix := testenv.RedisClient(t)
+	f := &fixture{&stocktest.Fixture{DB: testdb.Open(t, dsn, "").DB, RDB: rdb, Prefix: prefix}}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := startCommitCutter(t, cfg.Addr)
+	cfg.Addr = cut.addr
+	ctx := context.Background()
+	viaCutter, err := platform.OpenDB(ctx, cfg.FormatDSN(), "", discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { viaCutter.Close() })
+	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.LockFence})
+	reg := prometheus.NewRegistry()
+	orders := order.New(viaCutter.DB, inv, f.Markers(), order.Config{BatchMax: 64}, order.NewMetrics(reg), discard())
+	t.Cleanup(orders.Wait)
+	id := f.Product(t, inv, 100, 10)
+
+	for i, forward := range []bool{true, false} {
+		user := int64(i + 1)
+		cut.arm(forward)
+		o, created, err := orders.Seckill(ctx, user, id)
+		if cut.cuts.Load() != int64(i+1) {
+			t.Fatalf("user %d: the cutter cut %d connections, want %d: the test did not test", user, cut.cuts.Load(), i+1)
+		}
+		rows := f.Count(t, "SELECT COUNT(*) FROM orders WHERE user_id = ? AND product_id = ?", user, id)
+		if err != nil || !created || o.OrderNo == "" || rows != 1 {
+			t.Errorf("COMMIT cut (forwarded %v): order %q, created %v, err %v; %d rows; want the buyer's one order, created", forward, o.OrderNo, created, err, rows)
+		}
+	}
+	if stock := f.stock(t, id); stock != 8 {
+		t.Errorf("stock %d, want 8", stock)
+	}
+	if n := f.Count(t, "SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); n != 2 {
+		t.Errorf("units in the ledger's order rows: %d, want 2", n)
+	}
+	for outcome, want := range map[string]float64{"landed": 1, "rolled_back": 1} {
+		if got := counterValue(t, reg, "shop_orders_commits_in_doubt_total", outcome); got != want {
+			t.Errorf("commits in doubt %s: %v, want %v", outcome, got, want)
+		}
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// commitCutter is a TCP proxy in front of MySQL that, once armed, cuts the
+// connection that sends COMMIT: after forwarding it (the server commits,
+// the client never hears) or before (the server rolls back).
+type commitCutter struct {
+	addr  string
+	armed atomic.Int32 // 0 off, 1 cut after forwarding, 2 cut before
+	cuts  atomic.Int64
+}
+
+func (c *commitCutter) arm(forward bool) {
+	if forward {
+		c.armed.Store(1)
+	} else {
+		c.armed.Store(2)
+	}
+}
+
+func startCommitCutter(t *testing.T, target string) *commitCutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &commitCutter{addr: ln.Addr().String()}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			var muted atomic.Bool
+			go answers(client, server, &muted)
+			go c.pump(client, server, &muted)
+		}
+	}()
+	return c
+}
+
+// answers copies the server's bytes to the client until muted.
+func answers(client, server net.Conn, muted *atomic.Bool) {
+	defer client.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 && !muted.Load() {
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pump copies client packets to the server, one MySQL packet at a time
+// (3-byte length, sequence number, payload), and cuts at an armed COMMIT.
+func (c *commitCutter) pump(client, server net.Conn, muted *atomic.Bool) {
+	defer server.Close()
+	defer client.Close()
+	head := make([]byte, 4)
+	for {
+		if _, err := io.ReadFull(client, head); err != nil {
+			return
+		}
+		n := int(binary.LittleEndian.Uint32(append(head[:3:3], 0)))
+		body := make([]byte, n)
+		if _, err := io.ReadFull(client, body); err != nil {
+			return
+		}
+		commit := n == 7 && body[0] == 0x03 && string(body[1:]) == "COMMIT"
+		mode := c.armed.Load()
+		if commit && mode == 2 && c.armed.CompareAndSwap(2, 0) {
+			c.cuts.Add(1)
+			return // never forwarded: the server sees the client vanish and rolls back
+		}
+		cutAfter := commit && mode == 1 && c.armed.CompareAndSwap(1, 0)
+		if cutAfter {
+			muted.Store(true) // the server's OK goes nowhere
+		}
+		if _, err := server.Write(append(head, body...)); err != nil {
+			return
+		}
+		if cutAfter {
+			c.cuts.Add(1)
+			time.Sleep(200 * time.Millisecond) // the server commits
+			return
+		}
+	}
+}
