@@ -2,10 +2,13 @@
 // up until interrupted (or --for runs out): a Cluster of 3 masters and 3
 // replicas, or a Sentinel group of 1 master, 2 replicas and 3 sentinels.
 // CI runs the Redis-using packages' tests against the Cluster it starts,
-// and the operations chapter uses it to show a failover.
+// and the operations chapter uses it to show a failover. mariadb-semisync
+// is a MariaDB primary with two semi-synchronous replicas behind haproxy
+// (needs mariadbd and haproxy); it prints the DSN of a user without SUPER.
 //
 //	topo cluster  [--port 17000] [--env-file F] [--for 30m]
 //	topo sentinel [--port 17100] [--sentinel-port 26379] [--env-file F] [--for 30m]
+//	topo mariadb-semisync [--dir D] [--env-file F] [--for 30m]
 //
 // It prints SHOP_REDIS_URL (and SHOP_REDIS_MASTER) once the topology is
 // healthy; every redis-server it started dies with it.
@@ -35,8 +38,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "cluster" && args[0] != "sentinel") {
-		return errors.New("usage: topo cluster|sentinel [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
+	if len(args) == 0 || (args[0] != "cluster" && args[0] != "sentinel" && args[0] != "mariadb-semisync") {
+		return errors.New("usage: topo cluster|sentinel|mariadb-semisync [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
 	}
 	kind := args[0]
 	fs := flag.NewFlagSet("topo "+kind, flag.ContinueOnError)
@@ -66,6 +69,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer s.Close()
 		env = fmt.Sprintf("SHOP_REDIS_URL=%s\nSHOP_REDIS_MASTER=%s\n", s.URL(), s.Name)
+	case "mariadb-semisync":
+		s, err := topo.StartSemiSync(start, topo.SemiSyncOptions{Dir: *dir})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.CreateUser(start, "shop", "shop"); err != nil {
+			return err
+		}
+		env = fmt.Sprintf("SHOP_MYSQL_DSN=%s\n", s.DSN("shop", "shop"))
 	}
 	if *envFile != "" {
 		if err := os.WriteFile(*envFile, []byte(env), 0o644); err != nil {

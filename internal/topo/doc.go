@@ -11,8 +11,11 @@
 //   - methods inject the faults it can suffer (kill, pause, fail over, cut);
 //   - Close stops every process it started and removes its temporary files.
 //
-// Today: a Redis Cluster of masters with replicas (StartCluster) and a
-// Sentinel group (StartSentinel). Ports come from below the kernel's
+// Today: a Redis Cluster of masters with replicas (StartCluster), a
+// Sentinel group (StartSentinel), one MariaDB server that a test may kill or
+// turn read-only (StartMariaDB), and a MariaDB primary with two
+// semi-synchronous replicas behind haproxy, with the failover step a
+// monitor runs (StartSemiSync, HAProxy). Ports come from below the kernel's
 // ephemeral range (FreePorts), so an outgoing connection cannot take one
 // between the probe and the bind.
 package topo
