@@ -141,7 +141,9 @@ func (s *SemiSync) writer() int { return int(s.primary.Load()) }
 func (s *SemiSync) Primary() *MariaDB { return s.Nodes[s.primary.Load()] }
 
 // DSN is the shop's DSN for user and database db, through haproxy.
-func (s *SemiSync) DSN(user, db string) string { return fmt.Sprintf("%s@tcp(%s)/%s", user, s.Proxy.Addr(), db) }
+func (s *SemiSync) DSN(user, db string) string {
+	return fmt.Sprintf("%s@tcp(%s)/%s", user, s.Proxy.Addr(), db)
+}
 
 // CreateUser creates db and user on the primary (replicated to the rest).
 func (s *SemiSync) CreateUser(ctx context.Context, user, db string) error {
