@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,5 +85,88 @@ func TestDatabaseReadOnlyAndKilled(t *testing.T) {
 	}
 	if out, err := b.verify(t); err != nil || !strings.Contains(out, "OK") {
 		t.Errorf("shop verify after the faults: %v\n%s", err, out)
+	}
+}
+
+// TestSemiSyncFailoverUnderSale runs a flash sale through haproxy on a
+// semi-synchronous primary with two replicas, SIGKILLs the primary
+// mid-sale and fails over: every order a buyer was told was placed (201)
+// is on the new primary, no answer is a 500, orders flow again, and the
+// audit on the new primary is clean.
+func TestSemiSyncFailoverUnderSale(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := topo.StartSemiSync(ctx, topo.SemiSyncOptions{})
+	if err != nil {
+		t.Fatalf("a replicated MariaDB behind haproxy for this test (needs mariadbd, mariadb-install-db, haproxy): %v", err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.CreateUser(ctx, "shop", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackendOn(t, s.DSN("shop", "shop")+"?parseTime=true")
+	in := b.start(t, nil)
+	p := in.admin(t).createProduct("failover", 100, 100_000)
+
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	statuses := map[int]int{}
+	var next atomic.Int64
+	buy := func(stop <-chan struct{}) {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r := in.user(t, next.Add(1)).seckill(p.ID)
+			mu.Lock()
+			statuses[r.status]++
+			if r.status == http.StatusCreated {
+				acked[r.order(t).OrderNo] = true
+			}
+			mu.Unlock()
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { buy(stop) })
+	}
+	time.Sleep(1500 * time.Millisecond)
+	s.KillPrimary()
+	promoted, err := s.Failover(ctx, 10*time.Second)
+	if err != nil {
+		close(stop)
+		wg.Wait()
+		t.Fatalf("failover: %v", err)
+	}
+	mu.Lock()
+	before := statuses[http.StatusCreated]
+	mu.Unlock()
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	if statuses[http.StatusInternalServerError] > 0 || statuses[0] > 0 {
+		t.Errorf("answers %v: a 500 or no answer across the failover", statuses)
+	}
+	if statuses[http.StatusCreated] <= before {
+		t.Errorf("answers %v: no order placed after the failover", statuses)
+	}
+	direct := newBackendOn(t, promoted.DSN("root", "shop")+"?parseTime=true")
+	lost := 0
+	for no := range acked {
+		if direct.count(t, "SELECT COUNT(*) FROM orders WHERE order_no = ?", no) != 1 {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged orders are not on the new primary", lost, len(acked))
+	}
+	t.Logf("answers %v; %d orders acknowledged, %d of them before the failover ended", statuses, len(acked), before)
+	if out, err := direct.verify(t); err != nil || !strings.Contains(out, "OK") {
+		t.Errorf("shop verify on the new primary: %v\n%s", err, out)
 	}
 }
