@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/seckill-lab/shop/internal/topo"
 	"io"
 	"maps"
 	"net/http"
@@ -370,7 +371,7 @@ func (h *harness) benchThree(ctx context.Context, db *sql.DB, start func(int, st
 	// Through nginx: three instances behind it, against one instance
 	// behind the same nginx (nginx takes its share of the same cores)
 	// measured in halves around them, on the same cluster and database.
-	if _, err := nginxPath(); err != nil {
+	if !topo.NginxInstalled() {
 		h.benchSay("bench: %s", routeNoNginx)
 		return nil
 	}
@@ -490,12 +491,12 @@ func (h *harness) benchBuckets(ctx context.Context, b *backend, db *sql.DB, comm
 // deploy/nginx.conf in front of shops (instances of c), measured over
 // window (0: --bench-phase).
 func (h *harness) benchBehindNginx(ctx context.Context, db *sql.DB, c *cluster, shops []string, users *benchUsers, window time.Duration) (benchOrders, error) {
-	front, stop, err := startNginx(ctx, h.workdir, shops)
+	front, err := startNginx(ctx, h.workdir, shops)
 	if err != nil {
 		return benchOrders{Instances: len(shops), Routing: routeNginx}, err
 	}
-	defer stop()
-	rt := benchRoute{routing: routeNginx, urls: []string{front}, shops: len(shops), window: window}
+	defer front.Close()
+	rt := benchRoute{routing: routeNginx, urls: []string{front.URL()}, shops: len(shops), window: window}
 	h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
 	return h.benchOrders(ctx, db, c, users, rt)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/seckill-lab/shop/internal/topo"
 	"io"
 	"log/slog"
 	"net"
@@ -37,7 +38,7 @@ type backend struct {
 	redisURL   string
 	prefix     string
 	redisKind  string // "shared", "private" (redis-server started here) or "embedded" (miniredis in this process)
-	private    *redisProc
+	private    *topo.Redis
 	mini       *miniredis.Miniredis
 	keep       bool
 	db         *platform.DB
@@ -98,12 +99,12 @@ func newBackend(ctx context.Context, o backendOptions, log *slog.Logger) (*backe
 	switch {
 	case o.redisURL != "" && !o.private:
 		b.redisURL, b.redisKind = o.redisURL, "shared"
-	case redisServerPath() != "":
-		p, err := startRedis(ctx, filepath.Join(o.workdir, o.scenarioID+"-redis.log"))
+	case topo.RedisInstalled():
+		p, err := topo.StartRedis(ctx, filepath.Join(o.workdir, o.scenarioID+"-redis"))
 		if err != nil {
 			return nil, err
 		}
-		b.private, b.redisURL, b.redisKind = p, p.url(), "private"
+		b.private, b.redisURL, b.redisKind = p, p.URL(), "private"
 	default:
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true) // real expiry: lock and idempotency leases must run out
@@ -148,8 +149,7 @@ func (b *backend) redisClient() (*redis.Client, error) {
 func (b *backend) restartRedis(ctx context.Context) error {
 	switch {
 	case b.private != nil:
-		b.private.stop()
-		return b.private.start(ctx)
+		return b.private.Restart(ctx)
 	case b.mini != nil:
 		addr := b.mini.Addr()
 		b.mini.Close()
@@ -204,7 +204,7 @@ func (b *backend) close() {
 		}
 	}
 	if b.private != nil {
-		b.private.stop()
+		b.private.Close()
 	}
 	if b.mini != nil {
 		b.mini.Close()
@@ -219,55 +219,19 @@ func (b *backend) close() {
 	}
 }
 
-// redisProc is a private redis-server on a loopback port, keeping nothing
-// on disk, so the chaos scenario may restart and flush it.
-type redisProc struct {
-	port    int
-	logPath string
-	cmd     *exec.Cmd
-}
-
-func redisServerPath() string {
-	p, _ := exec.LookPath("redis-server")
-	return p
-}
-
-func startRedis(ctx context.Context, logPath string) (*redisProc, error) {
-	port, err := freePort()
+// startNginx starts nginx with the repository's deploy/nginx.conf in
+// front of shops (exec.ErrNotFound: nginx is not installed).
+func startNginx(ctx context.Context, workdir string, shops []string) (*topo.Nginx, error) {
+	root, err := moduleRoot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p := &redisProc{port: port, logPath: logPath}
-	return p, p.start(ctx)
-}
-
-func (p *redisProc) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", p.port) }
-
-func (p *redisProc) start(ctx context.Context) error {
-	p.cmd = exec.Command(redisServerPath(), "--port", strconv.Itoa(p.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--logfile", p.logPath)
-	p.cmd.SysProcAttr = childAttr()
-	if err := p.cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
+	conf, err := os.ReadFile(filepath.Join(root, "deploy", "nginx.conf"))
+	if err != nil {
+		return nil, err
 	}
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p.port)})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(ctx).Err() != nil {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("redis-server on port %d did not answer in 10s (log %s)", p.port, p.logPath)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil
-}
-
-func (p *redisProc) stop() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		p.cmd = nil
-	}
+	dir := filepath.Join(workdir, fmt.Sprintf("nginx-%d", len(shops)))
+	return topo.StartNginx(ctx, topo.NginxOptions{Dir: dir, Conf: string(conf), Shops: shops})
 }
 
 func freePort() (int, error) {
