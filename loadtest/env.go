@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"io"
 	"log/slog"
 	"strconv"
@@ -97,26 +98,26 @@ func (e *env) close() {
 
 // verify judges the run: from the database when the harness owns it, else
 // through the audit route.
-func (e *env) verify(ctx context.Context, in checkInput, tokens map[int64]string) (verdict, error) {
+func (e *env) verify(ctx context.Context, in verify.CheckInput, tokens map[int64]string) (verify.Verdict, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	in.soldOut = e.h.o.linear.SoldOutCache
+	in.SoldOut = e.h.o.linear.SoldOutCache
 	if !e.h.o.noLinear {
-		in.linear = &e.h.o.linear
+		in.Linear = &e.h.o.linear
 	}
 	if e.backend == nil {
-		return verifyAPI(ctx, e.client, in, tokens)
+		return verify.API(ctx, e.client, in, tokens)
 	}
 	if e.strategy == inventory.RedisGate {
 		rdb, err := e.backend.redisClient()
 		if err != nil {
-			return verdict{}, err
+			return verify.Verdict{}, err
 		}
 		defer rdb.Close()
 		inv := inventory.New(e.backend.db.DB, nil, rdb, inventory.Config{Strategy: inventory.RedisGate, KeyPrefix: e.backend.prefix}, nil, nil)
-		in.mirror = inv.GateLevel
+		in.Mirror = inv.GateLevel
 	}
-	return verifyDB(ctx, e.backend.db.DB, in)
+	return verify.DB(ctx, e.backend.db.DB, in)
 }
 
 // progress returns a progress callback that redraws one terminal line, or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"html"
 	"io"
 	"maps"
@@ -139,10 +140,10 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 	<-faultsDone
 	r.Metrics = pickMetrics(s.totals())
 	if err != nil {
-		r.fill(res.Records, verdict{}, fmt.Errorf("%s: %w", part, err))
+		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("%s: %w", part, err))
 		return r
 	}
-	v, err := e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock()}, res.Tokens())
+	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.fill(res.Records, v, err)
 	after := e.metricsNow(ctx)
 	for i := range rows {

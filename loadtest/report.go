@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"html"
 	"io"
 	"math"
@@ -121,7 +122,7 @@ func writeText(w io.Writer, r scenarioReport) {
 	fmt.Fprintf(w, "result:   %s (%s)\n", verdict, r.Elapsed.Round(100*time.Millisecond))
 }
 
-func writeViolations(w io.Writer, vs []auditViolation, indent string) {
+func writeViolations(w io.Writer, vs []verify.Violation, indent string) {
 	if len(vs) == 0 {
 		fmt.Fprintf(w, "%sviolations: 0\n", indent)
 		return
@@ -175,9 +176,9 @@ func writeCompare(w io.Writer, rows []compareRow) {
 
 // firstPerInvariant keeps the first violation of each invariant, for a
 // readable table footnote.
-func firstPerInvariant(vs []auditViolation) []auditViolation {
+func firstPerInvariant(vs []verify.Violation) []verify.Violation {
 	seen := map[string]bool{}
-	var out []auditViolation
+	var out []verify.Violation
 	for _, v := range vs {
 		if !seen[v.Invariant] {
 			seen[v.Invariant] = true
@@ -318,7 +319,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 	return b.String()
 }
 
-func violationsHTML(vs []auditViolation) string {
+func violationsHTML(vs []verify.Violation) string {
 	if len(vs) == 0 {
 		return `<p class=ok>no violations</p>`
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,14 +22,14 @@ func TestLinearInReports(t *testing.T) {
 		return loadgen.Record{Op: loadgen.OpSeckill, UserID: user, ProductID: 7, Quantity: 1, Status: status, Code: code, OrderNo: no,
 			Start: t0.Add(time.Duration(start) * time.Millisecond), End: t0.Add(time.Duration(start+10) * time.Millisecond)}
 	}
-	check := func(recs ...loadgen.Record) (*loadgen.LinearReport, []auditViolation) {
+	check := func(recs ...loadgen.Record) (*loadgen.LinearReport, []verify.Violation) {
 		rep, vs := loadgen.CheckLinear(recs, map[int64]int64{7: 1}, loadgen.Facts{}, loadgen.LinearOptions{})
 		return &rep, vs
 	}
 	good, _ := check(sk(1, 201, "", "S1", 0), sk(2, 409, "sold_out", "", 20))
 	bad, vs := check(sk(1, 409, "sold_out", "", 0), sk(2, 201, "", "S2", 20))
 	race := scenarioReport{Name: "race", Title: "race", Pass: true, Linearizable: good.Linearizable,
-		Verdict: &verdict{Linearizable: good.Linearizable, Linear: good}}
+		Verdict: &verify.Verdict{Linearizable: good.Linearizable, Linear: good}}
 	cmp := scenarioReport{Name: "compare", Title: "compare", Linearizable: bad.Linearizable,
 		Compare: []compareRow{{Row: "naive", Linearizable: bad.Linearizable, Linear: bad, violations: vs}}}
 

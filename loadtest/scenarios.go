@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"math"
 	"net/http"
 	"sort"
@@ -26,7 +27,7 @@ type scenarioReport struct {
 	Elapsed   time.Duration      `json:"elapsed_ns"`
 	Summary   loadgen.Summary    `json:"summary"`
 	Series    []loadgen.Point    `json:"series"`
-	Verdict   *verdict           `json:"verdict,omitempty"`
+	Verdict   *verify.Verdict    `json:"verdict,omitempty"`
 	Metrics   map[string]float64 `json:"metrics,omitempty"`
 	Faults    []fault            `json:"faults,omitempty"`
 	Compare   []compareRow       `json:"compare,omitempty"`
@@ -40,7 +41,7 @@ type scenarioReport struct {
 	// compare row's, for compare)? nil: unknown or not checked.
 	Linearizable *bool `json:"linearizable"`
 	// ViaAPI: the shops were --targets, judged through the audit route
-	// (no L2: the ledger's fences are not exposed).
+	// (no verify.L2: the ledger's fences are not exposed).
 	ViaAPI bool `json:"via_api,omitempty"`
 }
 
@@ -75,7 +76,7 @@ func (h *harness) run(ctx context.Context, name string) scenarioReport {
 }
 
 // fill puts a load result and its verdict into the report.
-func (r *scenarioReport) fill(recs []loadgen.Record, v verdict, err error) {
+func (r *scenarioReport) fill(recs []loadgen.Record, v verify.Verdict, err error) {
 	r.Summary = loadgen.Summarize(recs)
 	r.Series = loadgen.Series(recs, 60)
 	if err != nil {
@@ -108,10 +109,10 @@ func (h *harness) race(ctx context.Context) scenarioReport {
 	h.endProgress()
 	r.Metrics = pickMetrics(s.totals())
 	if err != nil {
-		r.fill(res.Records, verdict{}, fmt.Errorf("race: %w", err))
+		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("race: %w", err))
 		return r
 	}
-	v, err := e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock()}, res.Tokens())
+	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.fill(res.Records, v, err)
 	if err == nil && h.o.users >= h.o.stock && v.Counts.StockLeft > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d units left unsold although there were more buyers than units (answers other than 201/409: see outcomes)", v.Counts.StockLeft))
@@ -140,10 +141,10 @@ func (h *harness) retry(ctx context.Context) scenarioReport {
 	h.endProgress()
 	r.Metrics = pickMetrics(s.totals())
 	if err != nil {
-		r.fill(res.Records, verdict{}, fmt.Errorf("retry: %w", err))
+		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("retry: %w", err))
 		return r
 	}
-	v, err := e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock()}, res.Tokens())
+	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.fill(res.Records, v, err)
 	gaveUp := 0
 	for _, x := range res.Records {
@@ -173,11 +174,11 @@ func (h *harness) pay(ctx context.Context) scenarioReport {
 		Timeout: h.o.timeout, Progress: h.progress("pay")})
 	h.endProgress()
 	if err != nil {
-		r.fill(res.Records, verdict{}, fmt.Errorf("pay: %w", err))
+		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("pay: %w", err))
 		return r
 	}
 	r.Unsettled = res.Unsettled
-	v, err := e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock(), settled: true, wallets: res.Wallets}, res.Tokens())
+	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock(), Settled: true, Wallets: res.Wallets}, res.Tokens())
 	r.fill(res.Records, v, err)
 	groups := map[string]int{}
 	for _, g := range res.Groups {
@@ -294,10 +295,10 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 	_ = e.cluster.signal(0, syscall.SIGCONT) // in case the load ended first
 	r.Metrics = pickMetrics(s.totals())
 	if err != nil {
-		r.fill(res.Records, verdict{}, fmt.Errorf("chaos: %w", err))
+		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("chaos: %w", err))
 		return r
 	}
-	v, err := e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock()}, res.Tokens())
+	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.fill(res.Records, v, err)
 	r.Faults = describeFaults(faults, res, len(e.cluster.instances), ttl, wait)
 	judgeFaults(&r, v, err, faults, res, ttl, wait)
@@ -398,7 +399,7 @@ func (h *harness) raceClocked(ctx context.Context, cfg loadgen.Config, loadStart
 // judgeFaults fails a chaos run whose faults were not all carried out, or
 // none at all, and adds L3 (no two holders of a lock at once, judged from
 // the faults' times) to its verdict.
-func judgeFaults(r *scenarioReport, v verdict, err error, faults []fault, res loadgen.Result, ttl, wait time.Duration) {
+func judgeFaults(r *scenarioReport, v verify.Verdict, err error, faults []fault, res loadgen.Result, ttl, wait time.Duration) {
 	for _, f := range r.Faults {
 		if f.Err != "" {
 			r.Pass = false
@@ -494,7 +495,7 @@ func firstLockPathSuccess(res loadgen.Result, f fault) (time.Duration, bool) {
 // checkL3: a SIGKILLed instance's lock is free within its TTL, so another
 // instance creates an order within TTL + lock wait (+3s for a loaded
 // machine) of the kill, as long as orders were still being asked for.
-func checkL3(fs []fault, res loadgen.Result, ttl, wait time.Duration) *auditViolation {
+func checkL3(fs []fault, res loadgen.Result, ttl, wait time.Duration) *verify.Violation {
 	for _, f := range fs {
 		if f.Name != "SIGKILL + restart" {
 			continue
@@ -509,7 +510,7 @@ func checkL3(fs []fault, res loadgen.Result, ttl, wait time.Duration) *auditViol
 		}
 		d, ok := firstLockPathSuccess(res, f)
 		if (ok && d > bound) || (!ok && asked) {
-			v := newViolation("L3", fmt.Sprintf("no order was created on another instance within %s of SIGKILL (first after %s): the killed holder's lock did not expire", bound, d),
+			v := verify.NewViolation("L3", fmt.Sprintf("no order was created on another instance within %s of SIGKILL (first after %s): the killed holder's lock did not expire", bound, d),
 				map[string]any{"killed": f.Target, "at": f.start.Format(time.RFC3339Nano)})
 			return &v
 		}
@@ -536,7 +537,7 @@ type compareRow struct {
 	// Linearizable is the row's histories' verdict (nil: unknown).
 	Linearizable *bool                 `json:"linearizable"`
 	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
-	violations   []auditViolation
+	violations   []verify.Violation
 }
 
 // compare runs the same race + retry load against every strategy, and
@@ -561,7 +562,7 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 		{"lock (pause > TTL)", inventory.Lock, pause, false},
 		// The two differences between lock and lock-fence one at a time:
 		// the conditional decrement without the fence keeps the stock
-		// exact, the paused holder's late write still counts (L2).
+		// exact, the paused holder's late write still counts (verify.L2).
 		{"lock-conditional (pause > TTL)", inventory.LockConditional, pause, false},
 		{"lock-fence (pause > TTL)", inventory.LockFence, pause, true},
 		{"conditional", inventory.Conditional, nil, false},
@@ -593,12 +594,12 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 		cr.Summary = loadgen.Summarize(res.Records)
 		all = append(all, res.Records...)
 		if err == nil {
-			var v verdict
-			v, err = e.verify(ctx, checkInput{records: res.Records, products: res.InitialStock()}, res.Tokens())
+			var v verify.Verdict
+			v, err = e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 			if err == nil {
 				cr.Orders, cr.Oversold, cr.Duplicates = v.Counts.Orders, v.Counts.Oversold, v.Counts.Duplicates
 				cr.LostAcks, cr.Undersold, cr.StaleFence = v.Counts.LostAcks, v.Counts.Undersold, v.Counts.StaleFence
-				cr.Violated = v.invariants()
+				cr.Violated = v.Invariants()
 				cr.violations = v.Violations
 				cr.Linearizable, cr.Linear = v.Linearizable, v.Linear
 				if row.safe {
@@ -632,4 +633,23 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// allLinearizable is the verdict over several rows: false when one is not
+// linearizable, else nil when one is unknown (or errored), else true.
+func allLinearizable(rows []compareRow) *bool {
+	out := true
+	unknown := len(rows) == 0
+	for _, c := range rows {
+		switch {
+		case c.Linearizable == nil:
+			unknown = true
+		case !*c.Linearizable:
+			out = false
+		}
+	}
+	if out && unknown {
+		return nil
+	}
+	return &out
 }
