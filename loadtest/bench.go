@@ -40,19 +40,19 @@ import (
 
 // benchOptions are the bench scenario's flags.
 type benchOptions struct {
-	phase       time.Duration // measured window of each phase
-	warmup      time.Duration // load before each window, not counted
-	clients     int           // concurrent HTTP clients of the throughput phases
-	rawWorkers  int           // workers of the raw database ceiling
-	rssClients  int           // concurrent keep-alive clients of the memory phase
-	rssDuration time.Duration // how long the memory phase runs
+	Phase       time.Duration // measured window of each phase
+	Warmup      time.Duration // load before each window, not counted
+	Clients     int           // concurrent HTTP clients of the throughput phases
+	RawWorkers  int           // workers of the raw database ceiling
+	RssClients  int           // concurrent keep-alive clients of the memory phase
+	RssDuration time.Duration // how long the memory phase runs
 }
 
 // benchReport is what the bench scenario measured.
 type benchReport struct {
 	Phase        time.Duration `json:"phase_ns"`
 	Raw          benchRaw      `json:"raw"`
-	Orders       []benchOrders `json:"orders"`
+	Orders       []BenchOrders `json:"orders"`
 	SoldOut      benchRate     `json:"sold_out"`
 	Healthz      benchRate     `json:"healthz"`
 	RefusalRatio float64       `json:"refusals_per_healthz"`
@@ -72,7 +72,7 @@ type benchRaw struct {
 }
 
 // plus is the ceiling over both runs.
-func (r benchRaw) plus(s benchRaw) benchRaw {
+func (r benchRaw) Plus(s benchRaw) benchRaw {
 	out := benchRaw{Workers: r.Workers, Commits: r.Commits + s.Commits, Seconds: r.Seconds + s.Seconds, Errors: r.Errors + s.Errors,
 		Parts: append(append([]float64{}, r.Parts...), s.Parts...)}
 	if out.Seconds > 0 {
@@ -82,7 +82,7 @@ func (r benchRaw) plus(s benchRaw) benchRaw {
 }
 
 // benchOrders is one hot-product phase.
-type benchOrders struct {
+type BenchOrders struct {
 	Instances    int     `json:"instances"`
 	Routing      string  `json:"routing"`    // how the clients reach the instances (see benchRoute)
 	Coalescing   bool    `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
@@ -172,12 +172,12 @@ const benchBatchMetric = "shop_orders_batch_size"
 
 // benchRoute is how a hot-product phase's clients reach the instances.
 type benchRoute struct {
-	routing string        // one of the routing names below
-	urls    []string      // the instances (or nginx) the clients send to
-	shops   int           // instances behind them
-	affine  bool          // the harness hashes the product to one instance
-	window  time.Duration // measured window; 0: --bench-phase
-	warmup  time.Duration // load before it, not counted; 0: --bench-warmup
+	Routing string        // one of the routing names below
+	Urls    []string      // the instances (or nginx) the clients send to
+	Shops   int           // instances behind them
+	Affine  bool          // the harness hashes the product to one instance
+	Window  time.Duration // measured window; 0: --bench-phase
+	Warmup  time.Duration // load before it, not counted; 0: --bench-warmup
 }
 
 // The routings a hot-product phase can use.
@@ -190,61 +190,61 @@ const (
 	routeNoNginx = "nginx not installed: skipped"   // (not a phase)
 )
 
-func (o benchOptions) validate() error {
+func (o benchOptions) Validate() error {
 	switch {
-	case o.phase <= 0 || o.warmup < 0 || o.rssDuration <= 0:
+	case o.Phase <= 0 || o.Warmup < 0 || o.RssDuration <= 0:
 		return errors.New("--bench-phase and --bench-rss-duration must be positive, --bench-warmup not negative")
-	case o.clients < 1 || o.rawWorkers < 1 || o.rssClients < 1:
+	case o.Clients < 1 || o.RawWorkers < 1 || o.RssClients < 1:
 		return errors.New("--bench-clients, --bench-raw-workers and --bench-rss-clients must be at least 1")
-	case o.clients > 4096 || o.rawWorkers > 256 || o.rssClients > 20_000:
+	case o.Clients > 4096 || o.RawWorkers > 256 || o.RssClients > 20_000:
 		return errors.New("bench sizes out of bounds (clients <= 4096, raw workers <= 256, rss clients <= 20000)")
 	}
 	return nil
 }
 
-func (h *harness) bench(ctx context.Context) scenarioReport {
-	o := h.o.bench
+func (h *harness) Bench(ctx context.Context) scenarioReport {
+	o := h.O.Bench
 	r := scenarioReport{
-		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1, 2 and 3 instances (product-affine, round robin, nginx, stock buckets), sold-out vs /healthz, RSS at %d connections", o.rssClients),
-		Params: map[string]any{"phase": o.phase.String(), "warmup": o.warmup.String(), "clients": o.clients, "raw_workers": o.rawWorkers,
-			"rss_clients": o.rssClients, "rss_duration": o.rssDuration.String()},
+		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1, 2 and 3 instances (product-affine, round robin, nginx, stock buckets), sold-out vs /healthz, RSS at %d connections", o.RssClients),
+		Params: map[string]any{"phase": o.Phase.String(), "warmup": o.Warmup.String(), "clients": o.Clients, "raw_workers": o.RawWorkers,
+			"rss_clients": o.RssClients, "rss_duration": o.RssDuration.String()},
 	}
-	if len(h.o.targets) > 0 {
+	if len(h.O.Targets) > 0 {
 		r.Error = "bench starts its own shops and counts orders in their database: --target is not supported"
 		return r
 	}
 	raiseFDLimit()
-	h.seq++
-	id := fmt.Sprintf("%02d-bench", h.seq)
-	b, err := newBackend(ctx, backendOptions{mysqlDSN: h.o.mysqlDSN, redisURL: h.o.redisURL, workdir: h.workdir, keep: h.o.keep, scenarioID: id}, h.log)
+	h.Seq++
+	id := fmt.Sprintf("%02d-bench", h.Seq)
+	b, err := newBackend(ctx, backendOptions{MysqlDSN: h.O.MysqlDSN, RedisURL: h.O.RedisURL, Workdir: h.Workdir, Keep: h.O.Keep, ScenarioID: id}, h.Log)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	defer b.close()
-	br := &benchReport{Phase: o.phase}
+	defer b.Close()
+	br := &benchReport{Phase: o.Phase}
 	r.Bench = br
-	r.Strategy = h.o.strategy
-	common := []string{"SHOP_STOCK_STRATEGY=" + h.o.strategy}
-	if h.o.batchMax > 0 {
-		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.o.batchMax))
+	r.Strategy = h.O.Strategy
+	Common := []string{"SHOP_STOCK_STRATEGY=" + h.O.Strategy}
+	if h.O.BatchMax > 0 {
+		Common = append(Common, "SHOP_BATCH_MAX="+strconv.Itoa(h.O.BatchMax))
 	}
-	shown := common
-	if h.o.stockBuckets > 1 {
-		shown = append(slices.Clone(common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(h.o.stockBuckets), "SHOP_HOME_BUCKET=<instance index>")
+	shown := Common
+	if h.O.StockBuckets > 1 {
+		shown = append(slices.Clone(Common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(h.O.StockBuckets), "SHOP_HOME_BUCKET=<instance index>")
 	}
-	r.Setup = fmt.Sprintf("%s; %s; load generator in this process", b.describe(), strings.Join(shown, " "))
-	sqlDB, err := b.db.DB.DB()
+	r.Setup = fmt.Sprintf("%s; %s; load generator in this process", b.Describe(), strings.Join(shown, " "))
+	sqlDB, err := b.Db.DB.DB()
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	if b.db.Dialect == platform.DialectMySQL { // (SQLite keeps its one connection)
-		sqlDB.SetMaxOpenConns(max(o.rawWorkers+4, 20))
-		sqlDB.SetMaxIdleConns(max(o.rawWorkers+4, 20))
+	if b.Db.Dialect == platform.DialectMySQL { // (SQLite keeps its one connection)
+		sqlDB.SetMaxOpenConns(max(o.RawWorkers+4, 20))
+		sqlDB.SetMaxIdleConns(max(o.RawWorkers+4, 20))
 	}
 	users := &benchUsers{}
-	if err := h.benchRun(ctx, b, sqlDB, common, users, br); err != nil {
+	if err := h.BenchRun(ctx, b, sqlDB, Common, users, br); err != nil {
 		r.Error = err.Error()
 	}
 	one := 0.0
@@ -275,43 +275,43 @@ func (h *harness) bench(ctx context.Context) scenarioReport {
 // raw ceiling runs in two halves around the one-instance hot-product phase
 // (the shop idle meanwhile), so that load from elsewhere on a shared machine
 // weighs on the ceiling and on the shop alike.
-func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common []string, users *benchUsers, br *benchReport) error {
-	o := h.o.bench
-	start := func(n int, name string, common []string) (*cluster, error) {
-		common, extra := withBuckets(h.o.stockBuckets, common, nil) // --stock-buckets: every phase's shops
-		return startCluster(ctx, h.bin, b, n, fmt.Sprintf("%02d-%s", h.seq, name), h.workdir, common, extra)
+func (h *harness) BenchRun(ctx context.Context, b *Backend, db *sql.DB, Common []string, users *benchUsers, br *benchReport) error {
+	o := h.O.Bench
+	start := func(n int, name string, Common []string) (*Cluster, error) {
+		Common, extra := withBuckets(h.O.StockBuckets, Common, nil) // --stock-buckets: every phase's shops
+		return startCluster(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
 	}
-	c1, err := start(1, "bench-1", common)
+	c1, err := start(1, "bench-1", Common)
 	if err != nil {
 		return err
 	}
-	users.secret = []byte(c1.secret)
-	err = h.benchOneInstance(ctx, db, c1, users, br)
-	c1.close()
+	users.Secret = []byte(c1.Secret)
+	err = h.BenchOneInstance(ctx, db, c1, users, br)
+	c1.Close()
 	if err != nil {
 		return err
 	}
 	// Each cluster is stopped before the next starts: idle instances
 	// still take their share of the 2 cores (sweeper, pub/sub, GC).
-	if err := h.benchThree(ctx, db, start, common, users, br); err != nil {
+	if err := h.BenchThree(ctx, db, start, Common, users, br); err != nil {
 		return err
 	}
-	if err := h.benchBuckets(ctx, b, db, common, users, br); err != nil {
+	if err := h.BenchBuckets(ctx, b, db, Common, users, br); err != nil {
 		return err
 	}
-	if slices.Contains(common, "SHOP_BATCH_MAX=1") {
+	if slices.Contains(Common, "SHOP_BATCH_MAX=1") {
 		return nil
 	}
 
 	// The baseline: one order per lock hold (coalescing off).
-	off, err := start(1, "bench-1-nobatch", append(slices.Clone(common), "SHOP_BATCH_MAX=1"))
+	off, err := start(1, "bench-1-nobatch", append(slices.Clone(Common), "SHOP_BATCH_MAX=1"))
 	if err != nil {
 		return err
 	}
-	defer off.close()
-	users.secret = []byte(off.secret)
-	h.benchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.clients)
-	ord, err := h.benchOrders(ctx, db, off, users, benchRoute{routing: routeDirect, urls: off.urls(), shops: 1})
+	defer off.Close()
+	users.Secret = []byte(off.Secret)
+	h.BenchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.Clients)
+	ord, err := h.BenchOrders(ctx, db, off, users, benchRoute{Routing: routeDirect, Urls: off.Urls(), Shops: 1})
 	br.Orders = append(br.Orders, ord)
 	return err
 }
@@ -319,51 +319,51 @@ func (h *harness) benchRun(ctx context.Context, b *backend, db *sql.DB, common [
 // benchThree runs two and three instances of one cluster (the third idle
 // in the first), reached as deploy/nginx.conf does (the product's orders
 // to one instance), the lab's round robin, and through nginx itself.
-func (h *harness) benchThree(ctx context.Context, db *sql.DB, start func(int, string, []string) (*cluster, error), common []string, users *benchUsers, br *benchReport) error {
-	c3, err := start(3, "bench-3", common)
+func (h *harness) BenchThree(ctx context.Context, db *sql.DB, start func(int, string, []string) (*Cluster, error), Common []string, users *benchUsers, br *benchReport) error {
+	c3, err := start(3, "bench-3", Common)
 	if err != nil {
 		return err
 	}
-	defer c3.close()
-	users.secret = []byte(c3.secret)
+	defer c3.Close()
+	users.Secret = []byte(c3.Secret)
 	// Whichever instance a product hashes to, it has served load before
 	// (pools open, heap grown), as the baseline's instance has: each
 	// takes a hot product's load for a warm-up first, unmeasured.
-	for i, u := range c3.urls() {
+	for i, u := range c3.Urls() {
 		warm, _, err := hotLoad(ctx, c3, users, fmt.Sprintf("bench warm-up %d", i))
 		if err != nil {
 			return err
 		}
-		h.benchSay("bench: warm-up of instance %d of the three, %s (not counted)", i+1, max(h.o.bench.warmup, time.Second))
-		if _, err := warm.run(ctx, []string{u}, h.o.bench.clients, 0, max(h.o.bench.warmup, time.Second)); err != nil {
+		h.BenchSay("bench: warm-up of instance %d of the three, %s (not counted)", i+1, max(h.O.Bench.Warmup, time.Second))
+		if _, err := warm.Run(ctx, []string{u}, h.O.Bench.Clients, 0, max(h.O.Bench.Warmup, time.Second)); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	// Two instances; three, against one instance of the same cluster
 	// measured in halves around them; the lab's round robin.
-	two := benchRoute{routing: routeAffine, urls: c3.urls()[:2], shops: 2, affine: true}
-	h.benchSay("bench: hot product, %d instances, %s, %d clients", two.shops, two.routing, h.o.bench.clients)
-	ord, err := h.benchOrders(ctx, db, c3, users, two)
+	two := benchRoute{Routing: routeAffine, Urls: c3.Urls()[:2], Shops: 2, Affine: true}
+	h.BenchSay("bench: hot product, %d instances, %s, %d clients", two.Shops, two.Routing, h.O.Bench.Clients)
+	ord, err := h.BenchOrders(ctx, db, c3, users, two)
 	br.Orders = append(br.Orders, ord)
 	if err != nil {
 		return err
 	}
-	one := func(window time.Duration) (benchOrders, error) {
-		rt := benchRoute{routing: routeDirect, urls: c3.urls()[:1], shops: 1, window: window}
-		h.benchSay("bench: hot product, 1 instance of the three (baseline, %s), %d clients", window, h.o.bench.clients)
-		return h.benchOrders(ctx, db, c3, users, rt)
+	one := func(window time.Duration) (BenchOrders, error) {
+		rt := benchRoute{Routing: routeDirect, Urls: c3.Urls()[:1], Shops: 1, Window: window}
+		h.BenchSay("bench: hot product, 1 instance of the three (baseline, %s), %d clients", window, h.O.Bench.Clients)
+		return h.BenchOrders(ctx, db, c3, users, rt)
 	}
-	three := func() (benchOrders, error) {
-		rt := benchRoute{routing: routeAffine, urls: c3.urls(), shops: 3, affine: true}
-		h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
-		return h.benchOrders(ctx, db, c3, users, rt)
+	three := func() (BenchOrders, error) {
+		rt := benchRoute{Routing: routeAffine, Urls: c3.Urls(), Shops: 3, Affine: true}
+		h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
+		return h.BenchOrders(ctx, db, c3, users, rt)
 	}
-	if err := h.benchAround(br, one, three); err != nil {
+	if err := h.BenchAround(br, one, three); err != nil {
 		return err
 	}
-	spread := benchRoute{routing: routeSpread, urls: c3.urls(), shops: 3}
-	h.benchSay("bench: hot product, %d instances, %s, %d clients", spread.shops, spread.routing, h.o.bench.clients)
-	ord, err = h.benchOrders(ctx, db, c3, users, spread)
+	spread := benchRoute{Routing: routeSpread, Urls: c3.Urls(), Shops: 3}
+	h.BenchSay("bench: hot product, %d instances, %s, %d clients", spread.Shops, spread.Routing, h.O.Bench.Clients)
+	ord, err = h.BenchOrders(ctx, db, c3, users, spread)
 	br.Orders = append(br.Orders, ord)
 	if err != nil {
 		return err
@@ -372,16 +372,16 @@ func (h *harness) benchThree(ctx context.Context, db *sql.DB, start func(int, st
 	// behind the same nginx (nginx takes its share of the same cores)
 	// measured in halves around them, on the same cluster and database.
 	if !topo.NginxInstalled() {
-		h.benchSay("bench: %s", routeNoNginx)
+		h.BenchSay("bench: %s", routeNoNginx)
 		return nil
 	}
-	oneNginx := func(window time.Duration) (benchOrders, error) {
-		return h.benchBehindNginx(ctx, db, c3, c3.urls()[:1], users, window)
+	oneNginx := func(window time.Duration) (BenchOrders, error) {
+		return h.BenchBehindNginx(ctx, db, c3, c3.Urls()[:1], users, window)
 	}
-	threeNginx := func() (benchOrders, error) {
-		return h.benchBehindNginx(ctx, db, c3, c3.urls(), users, 0)
+	threeNginx := func() (BenchOrders, error) {
+		return h.BenchBehindNginx(ctx, db, c3, c3.Urls(), users, 0)
 	}
-	return h.benchAround(br, oneNginx, threeNginx)
+	return h.BenchAround(br, oneNginx, threeNginx)
 }
 
 // benchAround runs test between two halves of its one-instance baseline,
@@ -389,8 +389,8 @@ func (h *harness) benchThree(ctx context.Context, db *sql.DB, start func(int, st
 // growing phase by phase, weigh on both sides of their ratio (as the raw
 // ceiling's halves do around the first one-instance phase). Both go into
 // the report, the baseline's halves as one phase.
-func (h *harness) benchAround(br *benchReport, baseline func(window time.Duration) (benchOrders, error), test func() (benchOrders, error)) error {
-	phase := h.o.bench.phase
+func (h *harness) BenchAround(br *benchReport, baseline func(window time.Duration) (BenchOrders, error), test func() (BenchOrders, error)) error {
+	phase := h.O.Bench.Phase
 	first, err := baseline(phase / 2)
 	if err != nil {
 		br.Orders = append(br.Orders, first)
@@ -402,7 +402,7 @@ func (h *harness) benchAround(br *benchReport, baseline func(window time.Duratio
 		return err
 	}
 	second, err := baseline(phase - phase/2)
-	base := first.plus(second)
+	base := first.Plus(second)
 	base.Baseline = true
 	base.Halves = []float64{first.OrdersPerSec, second.OrdersPerSec}
 	if base.OrdersPerSec > 0 {
@@ -415,7 +415,7 @@ func (h *harness) benchAround(br *benchReport, baseline func(window time.Duratio
 // plus is two halves of one phase as one: counts add up; a latency
 // quantile is the larger of the two halves' (never understated); the
 // mean batch is weighted by the orders each half committed.
-func (o benchOrders) plus(p benchOrders) benchOrders {
+func (o BenchOrders) Plus(p BenchOrders) BenchOrders {
 	out := o
 	out.Committed, out.Seconds = o.Committed+p.Committed, o.Seconds+p.Seconds
 	if out.Seconds > 0 {
@@ -429,13 +429,13 @@ func (o benchOrders) plus(p benchOrders) benchOrders {
 		s.T += o.Seconds
 		out.Series = append(out.Series, s)
 	}
-	out.Load = o.Load.plus(p.Load)
+	out.Load = o.Load.Plus(p.Load)
 	out.Answers = out.Load.Answers
 	return out
 }
 
 // plus is two halves of one load as one (see benchOrders.plus).
-func (r benchRate) plus(s benchRate) benchRate {
+func (r benchRate) Plus(s benchRate) benchRate {
 	out := r
 	out.Requests, out.Sent, out.Unanswered = r.Requests+s.Requests, r.Sent+s.Sent, r.Unanswered+s.Unanswered
 	out.Seconds = r.Seconds + s.Seconds
@@ -468,21 +468,21 @@ func addCounts(a, b map[string]int) map[string]int {
 // each starting at its own bucket of a product held in three (instance i
 // at bucket i). Buckets need lock-fence; under another strategy the phase
 // is left out.
-func (h *harness) benchBuckets(ctx context.Context, b *backend, db *sql.DB, common []string, users *benchUsers, br *benchReport) error {
-	if h.o.strategy != inventory.LockFence {
-		h.benchSay("bench: stock buckets need --strategy %s: skipped", inventory.LockFence)
+func (h *harness) BenchBuckets(ctx context.Context, b *Backend, db *sql.DB, Common []string, users *benchUsers, br *benchReport) error {
+	if h.O.Strategy != inventory.LockFence {
+		h.BenchSay("bench: stock buckets need --strategy %s: skipped", inventory.LockFence)
 		return nil
 	}
-	common, extra := withBuckets(3, slices.DeleteFunc(slices.Clone(common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
-	c, err := startCluster(ctx, h.bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.seq), h.workdir, common, extra)
+	Common, extra := withBuckets(3, slices.DeleteFunc(slices.Clone(Common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
+	c, err := startCluster(ctx, h.Bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.Seq), h.Workdir, Common, extra)
 	if err != nil {
 		return err
 	}
-	defer c.close()
-	users.secret = []byte(c.secret)
-	rt := benchRoute{routing: routeBuckets, urls: c.urls(), shops: 3}
-	h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
-	ord, err := h.benchOrders(ctx, db, c, users, rt)
+	defer c.Close()
+	users.Secret = []byte(c.Secret)
+	rt := benchRoute{Routing: routeBuckets, Urls: c.Urls(), Shops: 3}
+	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
+	ord, err := h.BenchOrders(ctx, db, c, users, rt)
 	br.Orders = append(br.Orders, ord)
 	return err
 }
@@ -490,44 +490,44 @@ func (h *harness) benchBuckets(ctx context.Context, b *backend, db *sql.DB, comm
 // benchBehindNginx runs a hot-product phase through nginx with
 // deploy/nginx.conf in front of shops (instances of c), measured over
 // window (0: --bench-phase).
-func (h *harness) benchBehindNginx(ctx context.Context, db *sql.DB, c *cluster, shops []string, users *benchUsers, window time.Duration) (benchOrders, error) {
-	front, err := startNginx(ctx, h.workdir, shops)
+func (h *harness) BenchBehindNginx(ctx context.Context, db *sql.DB, c *Cluster, shops []string, users *benchUsers, window time.Duration) (BenchOrders, error) {
+	front, err := startNginx(ctx, h.Workdir, shops)
 	if err != nil {
-		return benchOrders{Instances: len(shops), Routing: routeNginx}, err
+		return BenchOrders{Instances: len(shops), Routing: routeNginx}, err
 	}
 	defer front.Close()
-	rt := benchRoute{routing: routeNginx, urls: []string{front.URL()}, shops: len(shops), window: window}
-	h.benchSay("bench: hot product, %d instances, %s, %d clients", rt.shops, rt.routing, h.o.bench.clients)
-	return h.benchOrders(ctx, db, c, users, rt)
+	rt := benchRoute{Routing: routeNginx, Urls: []string{front.URL()}, Shops: len(shops), Window: window}
+	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
+	return h.BenchOrders(ctx, db, c, users, rt)
 }
 
-func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers, br *benchReport) error {
-	o := h.o.bench
+func (h *harness) BenchOneInstance(ctx context.Context, db *sql.DB, c *Cluster, users *benchUsers, br *benchReport) error {
+	o := h.O.Bench
 	// A fresh database and a fresh instance take some seconds to reach
 	// their steady rate: with the 1 s warm-up of the later phases, this
 	// phase climbed from 2,185 to 3,471 orders/s over its window (flat
 	// after 5 or 6 s of warm-up), and the raw ceiling's first half came out
 	// below its second in three runs of four. Both warm up unmeasured
 	// first, so that the ratio compares two steady rates.
-	h.benchSay("bench: raw database ceiling, %d workers, %s warm-up (not counted)", o.rawWorkers, o.phase/5)
-	if _, err := benchRawCeiling(ctx, db, o.rawWorkers, o.phase/5); err != nil && ctx.Err() != nil {
+	h.BenchSay("bench: raw database ceiling, %d workers, %s warm-up (not counted)", o.RawWorkers, o.Phase/5)
+	if _, err := benchRawCeiling(ctx, db, o.RawWorkers, o.Phase/5); err != nil && ctx.Err() != nil {
 		return ctx.Err() // (a warm-up that committed nothing fails no run: the halves are measured)
 	}
-	h.benchSay("bench: raw database ceiling, %d workers, %s (first half)", o.rawWorkers, o.phase/2)
-	before, err := benchRawCeiling(ctx, db, o.rawWorkers, o.phase/2)
+	h.BenchSay("bench: raw database ceiling, %d workers, %s (first half)", o.RawWorkers, o.Phase/2)
+	before, err := benchRawCeiling(ctx, db, o.RawWorkers, o.Phase/2)
 	if err != nil {
 		return fmt.Errorf("raw ceiling: %w", err)
 	}
-	first := benchRoute{routing: routeDirect, urls: c.urls(), shops: 1, warmup: max(o.warmup, o.phase/2)}
-	h.benchSay("bench: hot product, 1 instance, %d clients, %s warm-up", o.clients, first.warmup)
-	ord, err := h.benchOrders(ctx, db, c, users, first)
+	first := benchRoute{Routing: routeDirect, Urls: c.Urls(), Shops: 1, Warmup: max(o.Warmup, o.Phase/2)}
+	h.BenchSay("bench: hot product, 1 instance, %d clients, %s warm-up", o.Clients, first.Warmup)
+	ord, err := h.BenchOrders(ctx, db, c, users, first)
 	br.Orders = append(br.Orders, ord)
 	if err != nil {
 		return err
 	}
-	h.benchSay("bench: raw database ceiling, %d workers, %s (second half)", o.rawWorkers, o.phase-o.phase/2)
-	after, err := benchRawCeiling(ctx, db, o.rawWorkers, o.phase-o.phase/2)
-	br.Raw = before.plus(after)
+	h.BenchSay("bench: raw database ceiling, %d workers, %s (second half)", o.RawWorkers, o.Phase-o.Phase/2)
+	after, err := benchRawCeiling(ctx, db, o.RawWorkers, o.Phase-o.Phase/2)
+	br.Raw = before.Plus(after)
 	if err != nil {
 		return fmt.Errorf("raw ceiling: %w", err)
 	}
@@ -535,20 +535,20 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 	// A product with one unit: the first buyers of the sold-out phase's
 	// warm-up race for it, every later buyer is refused. At the end it must
 	// have exactly one order.
-	p, err := c.client.CreateProduct(ctx, "bench sold out", 100, 1, "bench-soldout-"+loadgen.RandomID(8))
+	p, err := c.Client.CreateProduct(ctx, "bench sold out", 100, 1, "bench-soldout-"+loadgen.RandomID(8))
 	if err != nil {
 		return err
 	}
-	soldOut := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), want: http.StatusConflict, wantCode: "sold_out", users: users}
+	soldOut := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
 
-	h.benchSay("bench: sold-out refusals, %d clients", o.clients)
-	br.SoldOut, err = soldOut.run(ctx, c.urls(), o.clients, o.warmup, o.phase)
+	h.BenchSay("bench: sold-out refusals, %d clients", o.Clients)
+	br.SoldOut, err = soldOut.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
 	if err != nil {
 		return fmt.Errorf("sold-out phase: %w", err)
 	}
-	h.benchSay("bench: GET /healthz, %d clients", o.clients)
-	health := benchLoad{method: http.MethodGet, path: "/healthz", want: http.StatusOK}
-	br.Healthz, err = health.run(ctx, c.urls(), o.clients, o.warmup, o.phase)
+	h.BenchSay("bench: GET /healthz, %d clients", o.Clients)
+	health := benchLoad{method: http.MethodGet, path: "/healthz", Want: http.StatusOK}
+	br.Healthz, err = health.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
 	if err != nil {
 		return fmt.Errorf("healthz phase: %w", err)
 	}
@@ -556,7 +556,7 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 		br.RefusalRatio = br.SoldOut.PerSec / br.Healthz.PerSec
 	}
 
-	h.benchSay("bench: memory, %d keep-alive clients on the sold-out path for %s", o.rssClients, o.rssDuration)
+	h.BenchSay("bench: memory, %d keep-alive clients on the sold-out path for %s", o.RssClients, o.RssDuration)
 	br.Memory, err = benchMemoryPhase(ctx, c, soldOut, o)
 	if err != nil {
 		return err
@@ -571,20 +571,20 @@ func (h *harness) benchOneInstance(ctx context.Context, db *sql.DB, c *cluster, 
 // routes them, and counts the committed orders in the database over the
 // measured window, sampling the count and the shops' batch sizes every
 // second.
-func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users *benchUsers, rt benchRoute) (benchOrders, error) {
-	o := h.o.bench
-	if rt.window > 0 {
-		o.phase = rt.window
+func (h *harness) BenchOrders(ctx context.Context, db *sql.DB, c *Cluster, users *benchUsers, rt benchRoute) (BenchOrders, error) {
+	o := h.O.Bench
+	if rt.Window > 0 {
+		o.Phase = rt.Window
 	}
-	if rt.warmup > 0 {
-		o.warmup = rt.warmup
+	if rt.Warmup > 0 {
+		o.Warmup = rt.Warmup
 	}
-	out := benchOrders{Instances: rt.shops, Routing: rt.routing, Clients: o.clients, Coalescing: !slices.Contains(c.common, "SHOP_BATCH_MAX=1")}
-	l, product, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.shops, rt.routing))
+	out := BenchOrders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1")}
+	l, product, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.Shops, rt.Routing))
 	if err != nil {
 		return out, err
 	}
-	l.affine = rt.affine
+	l.Affine = rt.Affine
 	var (
 		series          []benchSample
 		count0, count1  int64
@@ -597,7 +597,7 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 	go func() {
 		defer close(samplerFinished)
 		// Wait out the warm-up, then sample once a second over the window.
-		if !sleepUntil(ctx, start.Add(o.warmup)) {
+		if !sleepUntil(ctx, start.Add(o.Warmup)) {
 			return
 		}
 		t0 = time.Now()
@@ -607,9 +607,9 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 		sum0, n0 = batchTotals(ctx, c)
 		prevT, prevCount, prevSum, prevN := t0, count0, sum0, n0
 		for next := t0.Add(time.Second); ; next = next.Add(time.Second) {
-			last := !next.Before(t0.Add(o.phase))
+			last := !next.Before(t0.Add(o.Phase))
 			if last {
-				next = t0.Add(o.phase)
+				next = t0.Add(o.Phase)
 			}
 			if !sleepUntil(ctx, next) {
 				return
@@ -634,7 +634,7 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 			}
 		}
 	}()
-	rate, err := l.run(ctx, rt.urls, o.clients, o.warmup, o.phase)
+	rate, err := l.Run(ctx, rt.Urls, o.Clients, o.Warmup, o.Phase)
 	<-samplerFinished
 	out.Load, out.Answers, out.Series = rate, rate.Answers, series
 	if err != nil {
@@ -656,12 +656,12 @@ func (h *harness) benchOrders(ctx context.Context, db *sql.DB, c *cluster, users
 
 // hotLoad makes a product whose stock does not run out and the load of
 // new buyers ordering it (round robin; the caller may make it affine).
-func hotLoad(ctx context.Context, c *cluster, users *benchUsers, name string) (benchLoad, int64, error) {
-	p, err := c.client.CreateProduct(ctx, name, 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
+func hotLoad(ctx context.Context, c *Cluster, users *benchUsers, name string) (benchLoad, int64, error) {
+	p, err := c.Client.CreateProduct(ctx, name, 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
 	if err != nil {
 		return benchLoad{}, 0, err
 	}
-	return benchLoad{method: http.MethodPost, path: seckillPath(p.ID), want: http.StatusCreated, users: users}, p.ID, nil
+	return benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusCreated, Users: users}, p.ID, nil
 }
 
 func seckillPath(id int64) string { return "/api/v1/seckill/" + strconv.FormatInt(id, 10) + "/orders" }
@@ -674,9 +674,9 @@ func countOrders(ctx context.Context, db *sql.DB, product int64) (int64, error) 
 
 // batchTotals sums the batch-size histogram's _sum and _count over the
 // instances; both are 0 when the shop exposes no such histogram.
-func batchTotals(ctx context.Context, c *cluster) (sum, count float64) {
-	for i := range c.instances {
-		m, err := c.client.Metrics(ctx, i, benchBatchMetric)
+func batchTotals(ctx context.Context, c *Cluster) (sum, count float64) {
+	for i := range c.Instances {
+		m, err := c.Client.Metrics(ctx, i, benchBatchMetric)
 		if err != nil {
 			continue
 		}
@@ -767,16 +767,16 @@ func rawTx(ctx context.Context, db *sql.DB, product int64, orderNo string, user 
 // benchMemoryPhase runs o.rssClients keep-alive clients on the sold-out
 // path of instance 1 for o.rssDuration and reads its peak RSS: VmHWM, reset
 // at the start (clear_refs 5), and VmRSS sampled every 100 ms.
-func benchMemoryPhase(ctx context.Context, c *cluster, l benchLoad, o benchOptions) (benchMemory, error) {
-	out := benchMemory{Clients: o.rssClients, Seconds: o.rssDuration.Seconds(), MaxConns: "SHOP_MAX_CONNS default"}
-	for _, kv := range c.instances[0].env {
+func benchMemoryPhase(ctx context.Context, c *Cluster, l benchLoad, o benchOptions) (benchMemory, error) {
+	out := benchMemory{Clients: o.RssClients, Seconds: o.RssDuration.Seconds(), MaxConns: "SHOP_MAX_CONNS default"}
+	for _, kv := range c.Instances[0].Env {
 		if v, ok := strings.CutPrefix(kv, "SHOP_MAX_CONNS="); ok {
 			out.MaxConns = v
 		}
 	}
-	c.instances[0].mu.Lock()
-	pid := c.instances[0].cmd.Process.Pid
-	c.instances[0].mu.Unlock()
+	c.Instances[0].mu.Lock()
+	pid := c.Instances[0].cmd.Process.Pid
+	c.Instances[0].mu.Unlock()
 	st, err := procStatus(pid)
 	if err != nil {
 		return out, err
@@ -809,11 +809,11 @@ func benchMemoryPhase(ctx context.Context, c *cluster, l benchLoad, o benchOptio
 	// server can accept them, and the kernel drops them (counted below).
 	// (A phase shorter than 4 s ramps in over its first quarter, so the
 	// last client still has time for an answer.)
-	l.timeout = 5 * time.Second
-	l.rampIn = min(time.Second, o.rssDuration/4)
+	l.Timeout = 5 * time.Second
+	l.RampIn = min(time.Second, o.RssDuration/4)
 	overflows := listenOverflows()
 	out.SoMaxConn = soMaxConn()
-	out.Load, err = l.run(ctx, c.urls()[:1], o.rssClients, 0, o.rssDuration)
+	out.Load, err = l.Run(ctx, c.Urls()[:1], o.RssClients, 0, o.RssDuration)
 	if after := listenOverflows(); overflows >= 0 && after >= 0 {
 		out.ListenOverflows = after - overflows
 	} else {
@@ -905,6 +905,6 @@ func raiseFDLimit() {
 }
 
 // benchSay prints one progress line of the bench.
-func (h *harness) benchSay(format string, args ...any) {
-	fmt.Fprintf(h.out, "  "+format+"\n", args...)
+func (h *harness) BenchSay(format string, args ...any) {
+	fmt.Fprintf(h.Out, "  "+format+"\n", args...)
 }

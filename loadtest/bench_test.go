@@ -21,16 +21,16 @@ import (
 // The bench mints tokens itself; the shop must accept them exactly as it
 // accepts the demo login's (same checks as internal/httpapi's authn).
 func TestBenchTokensVerifyLikeTheShops(t *testing.T) {
-	u := &benchUsers{secret: []byte("bench-secret")}
-	m := u.minter()
+	u := &benchUsers{Secret: []byte("bench-secret")}
+	m := u.Minter()
 	for _, id := range []int64{1, 42, 9_999_999} {
-		h := m.bearer(id)
+		h := m.Bearer(id)
 		tok, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok {
 			t.Fatalf("header %q lacks the Bearer scheme", h)
 		}
 		var claims jwt.RegisteredClaims
-		_, err := jwt.ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return u.secret, nil },
+		_, err := jwt.ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return u.Secret, nil },
 			jwt.WithValidMethods([]string{"HS256"}), jwt.WithIssuer("shop"), jwt.WithExpirationRequired())
 		if err != nil {
 			t.Fatalf("user %d: the shop would refuse the token: %v", id, err)
@@ -43,7 +43,7 @@ func TestBenchTokensVerifyLikeTheShops(t *testing.T) {
 			t.Fatal("a token verified under another secret")
 		}
 	}
-	hs := u.headers(5)
+	hs := u.Headers(5)
 	seen := map[string]bool{}
 	for _, h := range hs {
 		if seen[h] {
@@ -77,14 +77,14 @@ func TestBenchParsers(t *testing.T) {
 // MariaDB/MySQL and Redis: every phase must produce its figure.
 func TestBenchEndToEnd(t *testing.T) {
 	dsn := testenv.MySQL(t)
-	redisURL, _ := testenv.Redis(t)
+	RedisURL, _ := testenv.Redis(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	code := run(ctx, []string{"--scenario", "bench", "--bench-phase", "500ms", "--bench-warmup", "200ms", "--bench-clients", "16",
 		"--bench-raw-workers", "4", "--bench-rss-clients", "200", "--bench-rss-duration", "500ms",
-		"--mysql-dsn", dsn, "--redis-url", redisURL, "--report", dir}, func(string) string { return "" }, &out, &out)
+		"--mysql-dsn", dsn, "--redis-url", RedisURL, "--report", dir}, func(string) string { return "" }, &out, &out)
 	if code != 0 {
 		t.Fatalf("loadtest exited %d:\n%s", code, out.String())
 	}
@@ -117,11 +117,11 @@ func TestBenchEndToEnd(t *testing.T) {
 	for i, o := range br.Orders {
 		if o.Instances == 3 && (o.Routing == routeAffine || o.Routing == routeNginx) {
 			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 || baselineHalves(br.Orders, i) == nil {
-				t.Errorf("%s: no baseline measured around it: %+v then %+v", o.label(), base, o)
+				t.Errorf("%s: no baseline measured around it: %+v then %+v", o.Label(), base, o)
 			}
 		}
 	}
-	if i := slices.IndexFunc(br.Orders, func(o benchOrders) bool { return o.Routing == routeBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
+	if i := slices.IndexFunc(br.Orders, func(o BenchOrders) bool { return o.Routing == routeBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
 		t.Errorf("the stock-bucket phase lacks its figure: %+v", br.Orders)
 	}
 	if br.OneUnit.Orders != 1 || br.OneUnit.Buyers < 100 {
@@ -184,11 +184,11 @@ func TestModuleRoot(t *testing.T) {
 // the rate is the whole's, a quantile is the larger half's, and the mean
 // batch is weighted by the orders each half committed.
 func TestBenchHalvesAddUp(t *testing.T) {
-	a := benchOrders{Committed: 3000, Seconds: 1, BatchMean: 30, Series: []benchSample{{T: 1, Orders: 3000}},
+	a := BenchOrders{Committed: 3000, Seconds: 1, BatchMean: 30, Series: []benchSample{{T: 1, Orders: 3000}},
 		Load: benchRate{Requests: 3000, Seconds: 1, PerSec: 3000, P50: 10 * time.Millisecond, P99: 40 * time.Millisecond, Answers: map[string]int{"201": 3000}}}
-	b := benchOrders{Committed: 1000, Seconds: 1, BatchMean: 10, Series: []benchSample{{T: 1, Orders: 1000}},
+	b := BenchOrders{Committed: 1000, Seconds: 1, BatchMean: 10, Series: []benchSample{{T: 1, Orders: 1000}},
 		Load: benchRate{Requests: 1000, Seconds: 1, PerSec: 1000, P50: 20 * time.Millisecond, P99: 30 * time.Millisecond, Answers: map[string]int{"201": 1000, "503 busy": 2}}}
-	got := a.plus(b)
+	got := a.Plus(b)
 	if got.Committed != 4000 || got.Seconds != 2 || got.OrdersPerSec != 2000 || got.BatchMean != 20 {
 		t.Errorf("orders: %d in %.0fs = %.0f/s, batch %.1f; want 4000 in 2s = 2000/s, batch 20", got.Committed, got.Seconds, got.OrdersPerSec, got.BatchMean)
 	}
@@ -205,7 +205,7 @@ func TestBenchHalvesAddUp(t *testing.T) {
 // baseline, and the baseline's halves, one thing measured twice, show how
 // far apart the machine puts two measurements.
 func TestBenchTargetsShowTheSpread(t *testing.T) {
-	br := &benchReport{Raw: benchRaw{TxPerSec: 1000}, Orders: []benchOrders{
+	br := &benchReport{Raw: benchRaw{TxPerSec: 1000}, Orders: []BenchOrders{
 		{Instances: 1, Routing: routeDirect, Coalescing: true, OrdersPerSec: 3000, OfRaw: 3, OfOne: 1},
 		{Instances: 1, Routing: routeDirect, Coalescing: true, OrdersPerSec: 2700, OfOne: 0.9, Baseline: true, Halves: []float64{3000, 2400}},
 		{Instances: 3, Routing: routeAffine, Coalescing: true, OrdersPerSec: 2430, OfOne: 0.81, OfBaseline: 0.9},

@@ -60,10 +60,10 @@ func benchTargets(br *benchReport) []benchTarget {
 	}
 	var silent []string
 	total := 0
-	for _, ph := range br.phases() {
-		if n := ph.answers["no answer"]; n > 0 {
+	for _, ph := range br.Phases() {
+		if n := ph.Answers["no answer"]; n > 0 {
 			total += n
-			silent = append(silent, fmt.Sprintf("%s: %d", ph.name, n))
+			silent = append(silent, fmt.Sprintf("%s: %d", ph.Name, n))
 		}
 	}
 	add("requests without an answer, every phase", "0", "", float64(total), total == 0, strings.Join(silent, "; "))
@@ -91,15 +91,15 @@ func benchTargets(br *benchReport) []benchTarget {
 
 // benchPhase is one phase's answers, by name.
 type benchPhase struct {
-	name    string
-	answers map[string]int
+	Name    string
+	Answers map[string]int
 }
 
 // phases lists every phase that sent HTTP requests, with its answers.
-func (br *benchReport) phases() []benchPhase {
+func (br *benchReport) Phases() []benchPhase {
 	var out []benchPhase
 	for _, o := range br.Orders {
-		out = append(out, benchPhase{"orders, " + o.label(), o.Answers})
+		out = append(out, benchPhase{"orders, " + o.Label(), o.Answers})
 	}
 	out = append(out, benchPhase{"sold-out refusals", br.SoldOut.Answers}, benchPhase{"GET /healthz", br.Healthz.Answers},
 		benchPhase{fmt.Sprintf("memory, %d clients", br.Memory.Clients), br.Memory.Load.Answers})
@@ -131,7 +131,7 @@ func writeBench(w io.Writer, br *benchReport) {
 			ofNginx = fmt.Sprintf(" = %.2fx its baseline", o.OfBaseline)
 		}
 		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance%s (%d in %.1fs); p50 %s, p99 %s; %s\n",
-			o.label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
+			o.Label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
 		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", answersText(o.Answers), o.Answers["no answer"])
 	}
 	if br.SoldOut.Requests > 0 {
@@ -177,7 +177,7 @@ func benchHTML(br *benchReport) string {
 	}
 	row(fmt.Sprintf("raw database ceiling, %d workers", br.Raw.Workers), br.Raw.TxPerSec, "tx/s", "1", 0, 0)
 	for _, o := range br.Orders {
-		row(fmt.Sprintf("committed orders, %s, %d clients", o.label(), o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw, %.2fx one", o.OfRaw, o.OfOne), o.Load.P50, o.Load.P99)
+		row(fmt.Sprintf("committed orders, %s, %d clients", o.Label(), o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw, %.2fx one", o.OfRaw, o.OfOne), o.Load.P50, o.Load.P99)
 	}
 	row("sold-out refusals", br.SoldOut.PerSec, "/s", fmt.Sprintf("%.2fx healthz", br.RefusalRatio), br.SoldOut.P50, br.SoldOut.P99)
 	row("GET /healthz", br.Healthz.PerSec, "/s", "1", br.Healthz.P50, br.Healthz.P99)
@@ -235,7 +235,7 @@ func behind(routing string) string {
 	return " of the same cluster"
 }
 
-func (o benchOrders) label() string {
+func (o BenchOrders) Label() string {
 	out := fmt.Sprintf("%d instance(s)", o.Instances)
 	if o.Routing != "" && o.Routing != routeDirect {
 		out += ", " + o.Routing
@@ -248,7 +248,7 @@ func (o benchOrders) label() string {
 
 // baselineHalves is the halves of phase i's baseline (the phase before
 // it), nil when there are none.
-func baselineHalves(orders []benchOrders, i int) []float64 {
+func baselineHalves(orders []BenchOrders, i int) []float64 {
 	if i == 0 {
 		return nil
 	}

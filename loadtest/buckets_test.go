@@ -13,20 +13,20 @@ func TestStockBucketsOption(t *testing.T) {
 	t.Parallel()
 	none := func(string) string { return "" }
 	o, err := parse([]string{"--stock-buckets", "3"}, none, io.Discard)
-	if err != nil || o.stockBuckets != 3 {
-		t.Fatalf("parse: %+v, %v", o.stockBuckets, err)
+	if err != nil || o.StockBuckets != 3 {
+		t.Fatalf("parse: %+v, %v", o.StockBuckets, err)
 	}
 	if _, err := parse([]string{"--stock-buckets", "3", "--strategy", "redis-gate"}, none, io.Discard); err == nil {
 		t.Error("--stock-buckets 3 with redis-gate accepted; the shops would refuse to start")
 	}
-	common, extra := withBuckets(3, []string{"SHOP_STOCK_STRATEGY=lock-fence"}, func(i int) []string {
+	Common, extra := withBuckets(3, []string{"SHOP_STOCK_STRATEGY=lock-fence"}, func(i int) []string {
 		if i == 1 {
 			return []string{"X=1"}
 		}
 		return nil
 	})
-	if want := []string{"SHOP_STOCK_STRATEGY=lock-fence", "SHOP_STOCK_BUCKETS=3"}; !reflect.DeepEqual(common, want) {
-		t.Errorf("common = %v, want %v", common, want)
+	if want := []string{"SHOP_STOCK_STRATEGY=lock-fence", "SHOP_STOCK_BUCKETS=3"}; !reflect.DeepEqual(Common, want) {
+		t.Errorf("common = %v, want %v", Common, want)
 	}
 	if got := extra(1); !reflect.DeepEqual(got, []string{"X=1", "SHOP_HOME_BUCKET=1"}) {
 		t.Errorf("instance 1 = %v", got)

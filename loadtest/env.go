@@ -19,111 +19,111 @@ import (
 
 // harness runs scenarios.
 type harness struct {
-	o       options
-	bin     string
-	workdir string
-	out     io.Writer
-	tty     bool
-	log     *slog.Logger
-	seq     int
+	O       options
+	Bin     string
+	Workdir string
+	Out     io.Writer
+	Tty     bool
+	Log     *slog.Logger
+	Seq     int
 }
 
 // setup says how a scenario wants its shops.
-type setup struct {
-	strategy string
-	common   []string             // settings of every instance
-	extra    func(i int) []string // settings of instance i
-	private  bool                 // needs a Redis it may restart and flush
-	redisURL string               // a Redis the scenario started (Cluster or Sentinel list) instead of --redis-url
+type Setup struct {
+	Strategy string
+	Common   []string             // settings of every instance
+	Extra    func(i int) []string // settings of instance i
+	Private  bool                 // needs a Redis it may restart and flush
+	RedisURL string               // a Redis the scenario started (Cluster or Sentinel list) instead of --redis-url
 }
 
 // env is where a scenario runs: shops the harness started on a fresh
 // backend, or the --target shops.
-type env struct {
-	h        *harness
-	name     string
-	backend  *backend
-	cluster  *cluster
-	client   *loadgen.Client
-	strategy string
-	desc     string
+type Env struct {
+	H        *harness
+	Name     string
+	Backend  *Backend
+	Cluster  *Cluster
+	Client   *loadgen.Client
+	Strategy string
+	Desc     string
 }
 
-func (h *harness) setup(ctx context.Context, name string, s setup) (*env, error) {
-	if s.strategy == "" {
-		s.strategy = h.o.strategy
+func (h *harness) Setup(ctx context.Context, name string, s Setup) (*Env, error) {
+	if s.Strategy == "" {
+		s.Strategy = h.O.Strategy
 	}
-	e := &env{h: h, name: name, strategy: s.strategy}
-	if len(h.o.targets) > 0 {
-		e.client = loadgen.NewClient(h.o.targets, h.o.adminToken, h.o.concurrency)
-		e.desc = fmt.Sprintf("%d target(s) %s (started elsewhere; strategy as configured there)", len(h.o.targets), strings.Join(h.o.targets, ", "))
-		e.strategy = "as configured"
+	e := &Env{H: h, Name: name, Strategy: s.Strategy}
+	if len(h.O.Targets) > 0 {
+		e.Client = loadgen.NewClient(h.O.Targets, h.O.AdminToken, h.O.Concurrency)
+		e.Desc = fmt.Sprintf("%d target(s) %s (started elsewhere; strategy as configured there)", len(h.O.Targets), strings.Join(h.O.Targets, ", "))
+		e.Strategy = "as configured"
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		return e, e.client.Ready(rctx)
+		return e, e.Client.Ready(rctx)
 	}
-	h.seq++
-	b, err := newBackend(ctx, backendOptions{mysqlDSN: h.o.mysqlDSN, redisURL: cmp.Or(s.redisURL, h.o.redisURL), private: s.private,
-		workdir: h.workdir, keep: h.o.keep, scenarioID: fmt.Sprintf("%02d-%s", h.seq, name)}, h.log)
+	h.Seq++
+	b, err := newBackend(ctx, backendOptions{MysqlDSN: h.O.MysqlDSN, RedisURL: cmp.Or(s.RedisURL, h.O.RedisURL), Private: s.Private,
+		Workdir: h.Workdir, Keep: h.O.Keep, ScenarioID: fmt.Sprintf("%02d-%s", h.Seq, name)}, h.Log)
 	if err != nil {
 		return nil, err
 	}
-	e.backend = b
-	common := append([]string{"SHOP_STOCK_STRATEGY=" + s.strategy, "SHOP_SOLD_OUT_CACHE=" + h.o.linear.SoldOutCache.String()}, s.common...)
-	if h.o.batchMax > 0 {
-		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.o.batchMax))
+	e.Backend = b
+	Common := append([]string{"SHOP_STOCK_STRATEGY=" + s.Strategy, "SHOP_SOLD_OUT_CACHE=" + h.O.Linear.SoldOutCache.String()}, s.Common...)
+	if h.O.BatchMax > 0 {
+		Common = append(Common, "SHOP_BATCH_MAX="+strconv.Itoa(h.O.BatchMax))
 	}
-	extra := s.extra
-	if s.strategy == inventory.LockFence { // a shop refuses buckets under another strategy
-		common, extra = withBuckets(h.o.stockBuckets, common, extra)
+	extra := s.Extra
+	if s.Strategy == inventory.LockFence { // a shop refuses buckets under another strategy
+		Common, extra = withBuckets(h.O.StockBuckets, Common, extra)
 	}
-	c, err := startCluster(ctx, h.bin, b, h.o.instances, fmt.Sprintf("%02d-%s", h.seq, name), h.workdir, common, extra)
+	c, err := startCluster(ctx, h.Bin, b, h.O.Instances, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
 	if err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
-	e.cluster, e.client = c, c.client
-	e.desc = fmt.Sprintf("%d shop instances on %s; %s", len(c.instances), b.describe(), strings.Join(common, " "))
+	e.Cluster, e.Client = c, c.Client
+	e.Desc = fmt.Sprintf("%d shop instances on %s; %s", len(c.Instances), b.Describe(), strings.Join(Common, " "))
 	return e, nil
 }
 
-func (e *env) close() {
-	if e.cluster != nil {
-		e.cluster.close()
+func (e *Env) Close() {
+	if e.Cluster != nil {
+		e.Cluster.Close()
 	}
-	if e.backend != nil {
-		e.backend.close()
+	if e.Backend != nil {
+		e.Backend.Close()
 	}
 }
 
 // verify judges the run: from the database when the harness owns it, else
 // through the audit route.
-func (e *env) verify(ctx context.Context, in verify.CheckInput, tokens map[int64]string) (verify.Verdict, error) {
+func (e *Env) verify(ctx context.Context, in verify.CheckInput, tokens map[int64]string) (verify.Verdict, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	in.SoldOut = e.h.o.linear.SoldOutCache
-	if !e.h.o.noLinear {
-		in.Linear = &e.h.o.linear
+	in.SoldOut = e.H.O.Linear.SoldOutCache
+	if !e.H.O.NoLinear {
+		in.Linear = &e.H.O.Linear
 	}
-	if e.backend == nil {
-		return verify.API(ctx, e.client, in, tokens)
+	if e.Backend == nil {
+		return verify.API(ctx, e.Client, in, tokens)
 	}
-	if e.strategy == inventory.RedisGate {
-		rdb, err := e.backend.redisClient()
+	if e.Strategy == inventory.RedisGate {
+		rdb, err := e.Backend.RedisClient()
 		if err != nil {
 			return verify.Verdict{}, err
 		}
 		defer rdb.Close()
-		inv := inventory.New(e.backend.db.DB, nil, rdb, inventory.Config{Strategy: inventory.RedisGate, KeyPrefix: e.backend.prefix}, nil, nil)
+		inv := inventory.New(e.Backend.Db.DB, nil, rdb, inventory.Config{Strategy: inventory.RedisGate, KeyPrefix: e.Backend.Prefix}, nil, nil)
 		in.Mirror = inv.GateLevel
 	}
-	return verify.DB(ctx, e.backend.db.DB, in)
+	return verify.DB(ctx, e.Backend.Db.DB, in)
 }
 
 // progress returns a progress callback that redraws one terminal line, or
 // nil when stdout is not a terminal.
-func (h *harness) progress(name string) func(loadgen.Stats) {
-	if !h.tty {
+func (h *harness) Progress(name string) func(loadgen.Stats) {
+	if !h.Tty {
 		return nil
 	}
 	return func(s loadgen.Stats) {
@@ -131,13 +131,13 @@ func (h *harness) progress(name string) func(loadgen.Stats) {
 		if s.Planned > 0 {
 			planned = "/" + strconv.Itoa(s.Planned) + "+"
 		}
-		fmt.Fprintf(h.out, "\r  [%s] %6.1fs  %d%s requests  %5.0f req/s  errors %d   ", name, s.Elapsed.Seconds(), s.Done, planned, s.Rate, s.Errors)
+		fmt.Fprintf(h.Out, "\r  [%s] %6.1fs  %d%s requests  %5.0f req/s  errors %d   ", name, s.Elapsed.Seconds(), s.Done, planned, s.Rate, s.Errors)
 	}
 }
 
-func (h *harness) endProgress() {
-	if h.tty {
-		fmt.Fprintln(h.out)
+func (h *harness) EndProgress() {
+	if h.Tty {
+		fmt.Fprintln(h.Out)
 	}
 }
 
@@ -146,22 +146,22 @@ func (h *harness) endProgress() {
 // process that was killed still count.
 type sampler struct {
 	mu   sync.Mutex
-	last map[string]map[string]float64 // "instance/start" -> sample
-	stop chan struct{}
-	done chan struct{}
+	Last map[string]map[string]float64 // "instance/start" -> sample
+	Stop chan struct{}
+	Done chan struct{}
 }
 
-func (e *env) sample(ctx context.Context) *sampler {
-	s := &sampler{last: map[string]map[string]float64{}, stop: make(chan struct{}), done: make(chan struct{})}
+func (e *Env) Sample(ctx context.Context) *sampler {
+	s := &sampler{Last: map[string]map[string]float64{}, Stop: make(chan struct{}), Done: make(chan struct{})}
 	go func() {
-		defer close(s.done)
+		defer close(s.Done)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			e.scrape(ctx, s)
+			e.Scrape(ctx, s)
 			select {
-			case <-s.stop:
-				e.scrape(ctx, s)
+			case <-s.Stop:
+				e.Scrape(ctx, s)
 				return
 			case <-ctx.Done():
 				return
@@ -172,33 +172,33 @@ func (e *env) sample(ctx context.Context) *sampler {
 	return s
 }
 
-func (e *env) scrape(ctx context.Context, s *sampler) {
-	n := len(e.client.BaseURLs)
+func (e *Env) Scrape(ctx context.Context, s *sampler) {
+	n := len(e.Client.BaseURLs)
 	for i := range n {
-		m, err := e.client.Metrics(ctx, i, "shop_")
+		m, err := e.Client.Metrics(ctx, i, "shop_")
 		if err != nil {
 			continue
 		}
 		key := strconv.Itoa(i)
-		if e.cluster != nil {
-			e.cluster.instances[i].mu.Lock()
-			key += "/" + strconv.Itoa(e.cluster.instances[i].starts)
-			e.cluster.instances[i].mu.Unlock()
+		if e.Cluster != nil {
+			e.Cluster.Instances[i].mu.Lock()
+			key += "/" + strconv.Itoa(e.Cluster.Instances[i].Starts)
+			e.Cluster.Instances[i].mu.Unlock()
 		}
 		s.mu.Lock()
-		s.last[key] = m
+		s.Last[key] = m
 		s.mu.Unlock()
 	}
 }
 
 // totals stops the sampler and sums each metric over every incarnation.
-func (s *sampler) totals() map[string]float64 {
-	close(s.stop)
-	<-s.done
+func (s *sampler) Totals() map[string]float64 {
+	close(s.Stop)
+	<-s.Done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string]float64{}
-	for _, m := range s.last {
+	for _, m := range s.Last {
 		for k, v := range m {
 			out[k] += v
 		}

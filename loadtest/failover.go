@@ -48,30 +48,30 @@ type failoverRow struct {
 	NoAnswer int `json:"no_answer"`
 	// ByStatus: answers to requests that overlapped the window (fault to
 	// recovery), by outcome.
-	ByStatus    map[string]int `json:"by_status"`
-	StaleFences float64        `json:"stale_fence_rejections"`    // from the fault to the next one (or the end)
-	LocksLost   float64        `json:"locks_lost_before_release"` // same span
-	Err         string         `json:"error,omitempty"`
-	start       time.Time
-	promoted    time.Time
-	before      map[string]float64 // shop metrics at the fault
+	ByStatus    map[string]int     `json:"by_status"`
+	StaleFences float64            `json:"stale_fence_rejections"`    // from the fault to the next one (or the end)
+	LocksLost   float64            `json:"locks_lost_before_release"` // same span
+	Err         string             `json:"error,omitempty"`
+	Start       time.Time          `json:"-"`
+	PromotedAt  time.Time          `json:"-"`
+	Before      map[string]float64 `json:"-"` // shop metrics at the fault
 }
 
 // topology is the Redis a failover part runs on and the faults it injects.
 type topology struct {
-	desc   string
-	url    string
-	env    []string // shop settings naming it
-	faults []plannedFault
-	close  func()
+	Desc   string
+	Url    string
+	Env    []string // shop settings naming it
+	Faults []plannedFault
+	Close  func()
 }
 
 // plannedFault is one fault at a share of the load's duration; run kills
 // or fails over the master serving lockKey and returns it and the new one.
 type plannedFault struct {
-	name string
-	at   float64
-	run  func(ctx context.Context, lockKey string) (old string, waitPromoted func() error, err error)
+	Name string
+	At   float64
+	Run  func(ctx context.Context, lockKey string) (old string, waitPromoted func() error, err error)
 }
 
 // failover: race + retry load on 3 instances over a real Redis Cluster (the
@@ -79,14 +79,14 @@ type plannedFault struct {
 // Sentinel group (SENTINEL FAILOVER, later SIGKILL of the new master).
 // Passes only when every invariant holds, every fault was carried out,
 // orders flowed again within A2's bound, and no answer was a 500.
-func (h *harness) failover(ctx context.Context, part string) scenarioReport {
+func (h *harness) Failover(ctx context.Context, part string) scenarioReport {
 	// A request is answered within the lock wait + 1 s: its deadline is the
 	// lock wait + 0.2 s, then at most one transaction and keeping its
 	// idempotency record (0.5 s at most).
 	const ttl, wait, reqTimeout = 2 * time.Second, 2 * time.Second, 2200 * time.Millisecond
-	r := scenarioReport{Params: map[string]any{"users": h.o.users, "stock": h.o.stock, "retries": 2, "duration": h.o.chaosDuration.String(),
+	r := scenarioReport{Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": 2, "duration": h.O.ChaosDuration.String(),
 		"lock_ttl": ttl.String(), "lock_wait": wait.String(), "request_timeout": reqTimeout.String()}}
-	if len(h.o.targets) > 0 {
+	if len(h.O.Targets) > 0 {
 		r.Error = part + " " + errTargetMode.Error()
 		return r
 	}
@@ -95,63 +95,63 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 		r.Error = err.Error()
 		return r
 	}
-	defer topo.close()
-	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.desc, h.o.users, h.o.chaosDuration, faultNames(topo.faults))
-	e, err := h.setup(ctx, part, setup{redisURL: topo.url,
-		common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, topo.env...)})
+	defer topo.Close()
+	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.Desc, h.O.Users, h.O.ChaosDuration, faultNames(topo.Faults))
+	e, err := h.Setup(ctx, part, Setup{RedisURL: topo.Url,
+		Common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, topo.Env...)})
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	defer e.close()
-	r.Setup, r.Strategy = e.desc, e.strategy
+	defer e.Close()
+	r.Setup, r.Strategy = e.Desc, e.Strategy
 
 	// The hot product starts with --stock units (at most 90% of the
 	// seckill buyers' demand); a second into the load it is sized from the
 	// rate it sold at, and topped up before each fault (see keepSelling),
 	// so the sale is under way at every fault.
 	const regularShare = 0.3
-	stock := min(int64(h.o.stock), max(1, int64(float64(h.o.users)*(1-regularShare)*0.9)))
+	stock := min(int64(h.O.Stock), max(1, int64(float64(h.O.Users)*(1-regularShare)*0.9)))
 	r.Params["stock"] = stock
-	p, err := e.client.CreateProduct(ctx, "failover "+part, 990, stock, "lt-failover-"+loadgen.RandomID(6))
+	p, err := e.Client.CreateProduct(ctx, "failover "+part, 990, stock, "lt-failover-"+loadgen.RandomID(6))
 	if err != nil {
 		r.Error = "create the hot product: " + err.Error()
 		return r
 	}
 	lockKey := fmt.Sprintf("lock:{product:%d}", p.ID) // the slot is the hash tag's
 
-	cfg := h.raceConfig(e, part)
+	cfg := h.RaceConfig(e, part)
 	cfg.ProductID, cfg.Stock = p.ID, stock
-	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = 2, regularShare, h.o.tinyTimeout, true
-	cfg.RegularProducts, cfg.RegularStock = 4, max(1, int64(h.o.users)/8)
+	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = 2, regularShare, h.O.TinyTimeout, true
+	cfg.RegularProducts, cfg.RegularStock = 4, max(1, int64(h.O.Users)/8)
 	cfg.MaxResends = 20 // 100-300 ms apart: resends outlast a failover of a few seconds
-	cfg.Rate = float64(h.o.users) / h.o.chaosDuration.Seconds()
-	cfg.Timeout = min(h.o.timeout, 5*time.Second)
+	cfg.Rate = float64(h.O.Users) / h.O.ChaosDuration.Seconds()
+	cfg.Timeout = min(h.O.Timeout, 5*time.Second)
 
-	s := e.sample(ctx)
+	s := e.Sample(ctx)
 	var rows []failoverRow
 	loadStart := make(chan time.Time, 1)
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
-		rows = h.injectFaults(ctx, e, topo.faults, lockKey, loadStart, ttl, &stocker{e: e, id: p.ID, initial: stock, key: "lt-restock-" + loadgen.RandomID(6)})
+		rows = h.InjectFaults(ctx, e, topo.Faults, lockKey, loadStart, ttl, &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6)})
 	}()
-	res, err := h.raceClocked(ctx, cfg, loadStart)
+	res, err := h.RaceClocked(ctx, cfg, loadStart)
 	<-faultsDone
-	r.Metrics = pickMetrics(s.totals())
+	r.Metrics = pickMetrics(s.Totals())
 	if err != nil {
-		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("%s: %w", part, err))
+		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("%s: %w", part, err))
 		return r
 	}
 	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
-	r.fill(res.Records, v, err)
-	after := e.metricsNow(ctx)
+	r.Fill(res.Records, v, err)
+	after := e.MetricsNow(ctx)
 	for i := range rows {
-		next, until := after, rows[i].start.Add(rows[i].Bound)
+		next, until := after, rows[i].Start.Add(rows[i].Bound)
 		if i+1 < len(rows) {
-			next = rows[i+1].before
-			if rows[i+1].start.Before(until) {
-				until = rows[i+1].start
+			next = rows[i+1].Before
+			if rows[i+1].Start.Before(until) {
+				until = rows[i+1].Start
 			}
 		}
 		describeFailover(&rows[i], res, p.ID, next, until, wait+time.Second)
@@ -177,9 +177,9 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than lock wait + 1s = %s", f.Fault, f.NoAnswer, f.Slow, ms(wait+time.Second)))
 		}
 	}
-	if len(rows) < len(topo.faults) {
+	if len(rows) < len(topo.Faults) {
 		r.Pass = false
-		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the load ended after %d of %d faults", len(rows), len(topo.faults)))
+		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the load ended after %d of %d faults", len(rows), len(topo.Faults)))
 	}
 	if n := r.Summary.NoAnswer; n > 0 {
 		r.Pass = false
@@ -192,7 +192,7 @@ func (h *harness) failover(ctx context.Context, part string) scenarioReport {
 func faultNames(fs []plannedFault) string {
 	n := make([]string, len(fs))
 	for i, f := range fs {
-		n[i] = fmt.Sprintf("%s at %.0f%%", f.name, f.at*100)
+		n[i] = fmt.Sprintf("%s at %.0f%%", f.Name, f.At*100)
 	}
 	return strings.Join(n, ", then ")
 }
@@ -201,7 +201,7 @@ func faultNames(fs []plannedFault) string {
 // second into the load, and half a second before each fault, the stocker
 // sizes the hot product for the rest of the load; each row notes the units
 // left at its fault.
-func (h *harness) injectFaults(ctx context.Context, e *env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration, st *stocker) []failoverRow {
+func (h *harness) InjectFaults(ctx context.Context, e *Env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration, st *stocker) []failoverRow {
 	var t0 time.Time
 	select {
 	case t0 = <-loadStart:
@@ -209,28 +209,28 @@ func (h *harness) injectFaults(ctx context.Context, e *env, plan []plannedFault,
 		return nil
 	}
 	sleep(ctx, time.Until(t0.Add(time.Second)))
-	sizeErr := st.size(ctx, t0, h.o.chaosDuration)
+	sizeErr := st.Size(ctx, t0, h.O.ChaosDuration)
 	var rows []failoverRow
 	for _, pf := range plan {
-		at := time.Duration(pf.at * float64(h.o.chaosDuration))
+		at := time.Duration(pf.At * float64(h.O.ChaosDuration))
 		sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
-		sizeErr = errors.Join(sizeErr, st.size(ctx, t0, h.o.chaosDuration))
+		sizeErr = errors.Join(sizeErr, st.Size(ctx, t0, h.O.ChaosDuration))
 		sleep(ctx, time.Until(t0.Add(at)))
 		if ctx.Err() != nil {
 			break
 		}
-		left, err := st.left(ctx)
-		f := failoverRow{Fault: pf.name, before: e.metricsNow(ctx), start: time.Now(), At: time.Since(t0), StockLeft: left, Restocked: st.added}
+		left, err := st.Left(ctx)
+		f := failoverRow{Fault: pf.Name, Before: e.MetricsNow(ctx), Start: time.Now(), At: time.Since(t0), StockLeft: left, Restocked: st.Added}
 		err = errors.Join(sizeErr, err)
 		sizeErr = nil
-		old, waitPromoted, ferr := pf.run(ctx, lockKey)
+		old, waitPromoted, ferr := pf.Run(ctx, lockKey)
 		f.Target = old
 		if ferr == nil {
 			ferr = waitPromoted()
 		}
 		err = errors.Join(err, ferr)
-		f.promoted = time.Now()
-		f.Promoted = f.promoted.Sub(f.start)
+		f.PromotedAt = time.Now()
+		f.Promoted = f.PromotedAt.Sub(f.Start)
 		f.Bound = ttl + f.Promoted + 3*time.Second
 		if err != nil {
 			f.Err = err.Error()
@@ -245,39 +245,39 @@ func (h *harness) injectFaults(ctx context.Context, e *env, plan []plannedFault,
 // lasts until the load ends, by restocks through the admin API (the
 // history's restocks are part of the linearizability check).
 type stocker struct {
-	e       *env
-	id      int64
-	initial int64
-	key     string
-	added   int64 // units restocked so far
-	n       int
+	E       *Env
+	Id      int64
+	Initial int64
+	Key     string
+	Added   int64 // units restocked so far
+	N       int
 }
 
 // left is the hot product's stock in the database.
-func (s *stocker) left(ctx context.Context) (int64, error) {
+func (s *stocker) Left(ctx context.Context) (int64, error) {
 	var left int64
-	err := s.e.backend.db.WithContext(ctx).Raw("SELECT p.stock + COALESCE((SELECT SUM(b.stock) FROM stock_buckets b WHERE b.product_id = p.id), 0) FROM products p WHERE p.id = ?", s.id).Scan(&left).Error
+	err := s.E.Backend.Db.WithContext(ctx).Raw("SELECT p.stock + COALESCE((SELECT SUM(b.stock) FROM stock_buckets b WHERE b.product_id = p.id), 0) FROM products p WHERE p.id = ?", s.Id).Scan(&left).Error
 	return left, err
 }
 
 // size restocks what the rest of the load (until end from t0) needs at
 // the rate sold so far.
-func (s *stocker) size(ctx context.Context, t0 time.Time, end time.Duration) error {
-	left, err := s.left(ctx)
+func (s *stocker) Size(ctx context.Context, t0 time.Time, end time.Duration) error {
+	left, err := s.Left(ctx)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(t0)
-	rate := float64(s.initial+s.added-left) / elapsed.Seconds()
+	rate := float64(s.Initial+s.Added-left) / elapsed.Seconds()
 	want := int64(math.Ceil(rate*max(0, (end-elapsed).Seconds())*1.25)) + 1
 	if left >= want {
 		return nil
 	}
-	s.n++
-	if err := s.e.client.Restock(ctx, s.id, want-left, fmt.Sprintf("%s-%d", s.key, s.n)); err != nil {
+	s.N++
+	if err := s.E.Client.Restock(ctx, s.Id, want-left, fmt.Sprintf("%s-%d", s.Key, s.N)); err != nil {
 		return err
 	}
-	s.added += want - left
+	s.Added += want - left
 	return nil
 }
 
@@ -289,9 +289,9 @@ func restocked(rows []failoverRow) int64 {
 }
 
 // metricsNow sums the shops' metrics now (no instance restarts here).
-func (e *env) metricsNow(ctx context.Context) map[string]float64 {
+func (e *Env) MetricsNow(ctx context.Context) map[string]float64 {
 	out := map[string]float64{}
-	for _, m := range e.cluster.metrics(ctx) {
+	for _, m := range e.Cluster.Metrics(ctx) {
 		for k, v := range m {
 			out[k] += v
 		}
@@ -305,26 +305,26 @@ func (e *env) metricsNow(ctx context.Context) map[string]float64 {
 // faultFailure) that ended before until (A2's bound, or the next fault):
 // a batch that held the lock before the kill may still finish.
 func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, until time.Time, answerBound time.Duration) {
-	lastFail := f.start
+	lastFail := f.Start
 	for _, r := range res.Records {
-		if r.ProductID == hot && faultFailure(r) && r.Start.After(f.start) && r.End.Before(until) && r.End.After(lastFail) {
+		if r.ProductID == hot && faultFailure(r) && r.Start.After(f.Start) && r.End.Before(until) && r.End.After(lastFail) {
 			lastFail = r.End
 		}
 	}
 	for _, r := range res.Records {
-		if r.ProductID == hot && r.Status == http.StatusCreated && r.Start.After(f.start) && r.End.After(lastFail) {
-			if d := r.End.Sub(f.start); f.Recovery == 0 || d < f.Recovery {
+		if r.ProductID == hot && r.Status == http.StatusCreated && r.Start.After(f.Start) && r.End.After(lastFail) {
+			if d := r.End.Sub(f.Start); f.Recovery == 0 || d < f.Recovery {
 				f.Recovery = d
 			}
 		}
 	}
-	end := f.promoted.Add(time.Second)
+	end := f.PromotedAt.Add(time.Second)
 	if f.Recovery > 0 {
-		end = f.start.Add(f.Recovery)
+		end = f.Start.Add(f.Recovery)
 	}
 	f.ByStatus = map[string]int{}
 	for _, r := range res.Records {
-		if r.End.Before(f.start) || r.Start.After(end) {
+		if r.End.Before(f.Start) || r.Start.After(end) {
 			continue
 		}
 		f.ByStatus[loadgen.Outcome(r)]++
@@ -333,7 +333,7 @@ func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[st
 	// request the client did not give up on itself (--tiny-timeout) is
 	// answered within the lock wait + 1 s.
 	for _, r := range res.Records {
-		if r.End.Before(f.start) || !r.Start.Before(until) {
+		if r.End.Before(f.Start) || !r.Start.Before(until) {
 			continue
 		}
 		switch {
@@ -343,8 +343,8 @@ func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[st
 			f.Slow++
 		}
 	}
-	f.StaleFences = next["shop_inventory_stale_fence_rejections_total"] - f.before["shop_inventory_stale_fence_rejections_total"]
-	f.LocksLost = next["shop_inventory_lock_lost_before_release_total"] - f.before["shop_inventory_lock_lost_before_release_total"]
+	f.StaleFences = next["shop_inventory_stale_fence_rejections_total"] - f.Before["shop_inventory_stale_fence_rejections_total"]
+	f.LocksLost = next["shop_inventory_lock_lost_before_release_total"] - f.Before["shop_inventory_lock_lost_before_release_total"]
 }
 
 // faultFailure: an answer the fault can explain, a 5xx (but busy) or a
@@ -364,8 +364,8 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &topology{desc: "a Redis Cluster (3 masters + 3 replicas, cluster-node-timeout 1s)", url: c.URL(), close: c.Close,
-			faults: []plannedFault{{name: "SIGKILL of the master owning the hot lock's slot", at: 0.25, run: func(ctx context.Context, key string) (string, func() error, error) {
+		return &topology{Desc: "a Redis Cluster (3 masters + 3 replicas, cluster-node-timeout 1s)", Url: c.URL(), Close: c.Close,
+			Faults: []plannedFault{{Name: "SIGKILL of the master owning the hot lock's slot", At: 0.25, Run: func(ctx context.Context, key string) (string, func() error, error) {
 				slot, err := c.KeySlot(ctx, key)
 				if err != nil {
 					return "", nil, err
@@ -385,7 +385,7 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 		if err != nil {
 			return nil, err
 		}
-		fault := func(kill bool) func(ctx context.Context, key string) (string, func() error, error) {
+		Fault := func(kill bool) func(ctx context.Context, key string) (string, func() error, error) {
 			return func(ctx context.Context, _ string) (string, func() error, error) {
 				m, err := s.Master(ctx)
 				if err != nil {
@@ -402,11 +402,11 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 				}, nil
 			}
 		}
-		return &topology{desc: "a Sentinel group (1 master, 2 replicas, 3 sentinels, down-after 1s)", url: s.URL(), close: s.Close,
-			env: []string{"SHOP_REDIS_MASTER=" + s.Name},
-			faults: []plannedFault{
-				{name: "SENTINEL FAILOVER", at: 0.2, run: fault(false)},
-				{name: "SIGKILL of the master", at: 0.6, run: fault(true)},
+		return &topology{Desc: "a Sentinel group (1 master, 2 replicas, 3 sentinels, down-after 1s)", Url: s.URL(), Close: s.Close,
+			Env: []string{"SHOP_REDIS_MASTER=" + s.Name},
+			Faults: []plannedFault{
+				{Name: "SENTINEL FAILOVER", At: 0.2, Run: Fault(false)},
+				{Name: "SIGKILL of the master", At: 0.6, Run: Fault(true)},
 			}}, nil
 	}
 	return nil, fmt.Errorf("unknown failover part %q", part)
@@ -415,12 +415,12 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 // unexpectedServerErrors counts answers that A1 forbids: any 5xx but 503
 // (a dependency that cannot answer is 503 with Retry-After, and is resent)
 // and the statuses expected from something in front of the shop.
-func unexpectedServerErrors(byOutcome map[string]int, expected []string) (int, string) {
+func unexpectedServerErrors(byOutcome map[string]int, Expected []string) (int, string) {
 	n := 0
 	var kinds []string
 	for _, k := range slices.Sorted(maps.Keys(byOutcome)) {
 		status, _, _ := strings.Cut(k, " ")
-		if strings.HasPrefix(k, "5") && status != "503" && !slices.Contains(expected, status) {
+		if strings.HasPrefix(k, "5") && status != "503" && !slices.Contains(Expected, status) {
 			n += byOutcome[k]
 			kinds = append(kinds, fmt.Sprintf("%s: %d", k, byOutcome[k]))
 		}
@@ -430,13 +430,13 @@ func unexpectedServerErrors(byOutcome map[string]int, expected []string) (int, s
 
 // checkA1 fails a scenario whose clients got a server error other than 503
 // (or an expected one, see --expect-5xx).
-func checkA1(r *scenarioReport, expected []string) {
+func checkA1(r *scenarioReport, Expected []string) {
 	sums := []loadgen.Summary{r.Summary}
 	for _, c := range r.Compare {
 		sums = append(sums, c.Summary)
 	}
 	for _, s := range sums {
-		if n, kinds := unexpectedServerErrors(s.ByOutcome, expected); n > 0 {
+		if n, kinds := unexpectedServerErrors(s.ByOutcome, Expected); n > 0 {
 			r.Pass = false
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d answers were server errors other than 503 (%s); the shops' logs say where they came from", n, kinds))
 		}

@@ -166,11 +166,11 @@ func writeCompare(w io.Writer, rows []compareRow) {
 		writeLinear(w, c.Linear, "compare "+c.Row, c.Row+" ")
 	}
 	for _, c := range rows {
-		if len(c.violations) == 0 {
+		if len(c.Violations) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "  %s: the rows that prove it\n", c.Row)
-		writeViolations(w, firstPerInvariant(c.violations), "    ")
+		writeViolations(w, firstPerInvariant(c.Violations), "    ")
 	}
 }
 
@@ -302,9 +302,9 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 				}
 			}
 			for _, c := range s.Compare {
-				if len(c.violations) > 0 {
+				if len(c.Violations) > 0 {
 					fmt.Fprintf(&b, "<p><b>%s</b></p>", esc(c.Row))
-					b.WriteString(violationsHTML(firstPerInvariant(c.violations)))
+					b.WriteString(violationsHTML(firstPerInvariant(c.Violations)))
 				}
 			}
 		}
@@ -334,7 +334,7 @@ func violationsHTML(vs []verify.Violation) string {
 
 // charts draws latency (p50, p99) and throughput over time as inline SVG,
 // with each fault marked.
-func charts(pts []loadgen.Point, faults []fault) string {
+func charts(pts []loadgen.Point, Faults []Fault) string {
 	if len(pts) == 0 {
 		return ""
 	}
@@ -348,7 +348,7 @@ func charts(pts []loadgen.Point, faults []fault) string {
 		}
 	}
 	var marks []float64
-	for _, f := range faults {
+	for _, f := range Faults {
 		marks = append(marks, f.At.Seconds())
 	}
 	return lineChart("latency over time (ms)", []chartSeries{{"p99", "#c62828", p99}, {"p50", "#1565c0", p50}}, marks) +

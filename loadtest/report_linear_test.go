@@ -28,13 +28,13 @@ func TestLinearInReports(t *testing.T) {
 	}
 	good, _ := check(sk(1, 201, "", "S1", 0), sk(2, 409, "sold_out", "", 20))
 	bad, vs := check(sk(1, 409, "sold_out", "", 0), sk(2, 201, "", "S2", 20))
-	race := scenarioReport{Name: "race", Title: "race", Pass: true, Linearizable: good.Linearizable,
+	Race := scenarioReport{Name: "race", Title: "race", Pass: true, Linearizable: good.Linearizable,
 		Verdict: &verify.Verdict{Linearizable: good.Linearizable, Linear: good}}
 	cmp := scenarioReport{Name: "compare", Title: "compare", Linearizable: bad.Linearizable,
-		Compare: []compareRow{{Row: "naive", Linearizable: bad.Linearizable, Linear: bad, violations: vs}}}
+		Compare: []compareRow{{Row: "naive", Linearizable: bad.Linearizable, Linear: bad, Violations: vs}}}
 
 	var text bytes.Buffer
-	writeText(&text, race)
+	writeText(&text, Race)
 	writeText(&text, cmp)
 	for _, want := range []string{
 		"linear:   linearizable: 2 operations in 1 products",
@@ -51,7 +51,7 @@ func TestLinearInReports(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := writeFiles(dir, fullReport{Scenarios: []scenarioReport{race, cmp}}); err != nil {
+	if err := writeFiles(dir, fullReport{Scenarios: []scenarioReport{Race, cmp}}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))

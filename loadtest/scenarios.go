@@ -29,7 +29,7 @@ type scenarioReport struct {
 	Series    []loadgen.Point    `json:"series"`
 	Verdict   *verify.Verdict    `json:"verdict,omitempty"`
 	Metrics   map[string]float64 `json:"metrics,omitempty"`
-	Faults    []fault            `json:"faults,omitempty"`
+	Faults    []Fault            `json:"faults,omitempty"`
 	Compare   []compareRow       `json:"compare,omitempty"`
 	Bench     *benchReport       `json:"bench,omitempty"`
 	Failover  []failoverRow      `json:"failover,omitempty"`
@@ -45,30 +45,30 @@ type scenarioReport struct {
 	ViaAPI bool `json:"via_api,omitempty"`
 }
 
-func (h *harness) run(ctx context.Context, name string) scenarioReport {
-	ctx, cancel := context.WithTimeout(ctx, h.o.maxDuration)
+func (h *harness) Run(ctx context.Context, name string) scenarioReport {
+	ctx, cancel := context.WithTimeout(ctx, h.O.MaxDuration)
 	defer cancel()
 	start := time.Now()
 	var r scenarioReport
 	switch name {
 	case "race":
-		r = h.race(ctx)
+		r = h.Race(ctx)
 	case "retry":
-		r = h.retry(ctx)
+		r = h.Retry(ctx)
 	case "pay":
-		r = h.pay(ctx)
+		r = h.Pay(ctx)
 	case "chaos":
-		r = h.chaos(ctx)
+		r = h.Chaos(ctx)
 	case "compare":
-		r = h.compare(ctx)
+		r = h.Compare(ctx)
 	case "bench":
-		r = h.bench(ctx)
+		r = h.Bench(ctx)
 	case failoverCluster, failoverSentinel:
-		r = h.failover(ctx, name)
+		r = h.Failover(ctx, name)
 	}
-	checkA1(&r, h.o.expect5xx)
+	checkA1(&r, h.O.Expect5xx)
 	r.Name, r.Started, r.Elapsed = name, start, time.Since(start)
-	r.ViaAPI = len(h.o.targets) > 0
+	r.ViaAPI = len(h.O.Targets) > 0
 	if r.Error != "" {
 		r.Pass = false
 	}
@@ -76,7 +76,7 @@ func (h *harness) run(ctx context.Context, name string) scenarioReport {
 }
 
 // fill puts a load result and its verdict into the report.
-func (r *scenarioReport) fill(recs []loadgen.Record, v verify.Verdict, err error) {
+func (r *scenarioReport) Fill(recs []loadgen.Record, v verify.Verdict, err error) {
 	r.Summary = loadgen.Summarize(recs)
 	r.Series = loadgen.Series(recs, 60)
 	if err != nil {
@@ -88,33 +88,33 @@ func (r *scenarioReport) fill(recs []loadgen.Record, v verify.Verdict, err error
 	r.Linearizable = v.Linearizable
 }
 
-func (h *harness) raceConfig(e *env, name string) loadgen.Config {
-	return loadgen.Config{Client: e.client, AdminToken: e.client.AdminToken, Users: h.o.users, Stock: int64(h.o.stock),
-		Concurrency: h.o.concurrency, Timeout: h.o.timeout, Progress: h.progress(name)}
+func (h *harness) RaceConfig(e *Env, name string) loadgen.Config {
+	return loadgen.Config{Client: e.Client, AdminToken: e.Client.AdminToken, Users: h.O.Users, Stock: int64(h.O.Stock),
+		Concurrency: h.O.Concurrency, Timeout: h.O.Timeout, Progress: h.Progress(name)}
 }
 
 // race: U buyers, one seckill request each, S units, spread round-robin.
-func (h *harness) race(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("flash-sale race: %d buyers, one request each, %d units", h.o.users, h.o.stock),
-		Params: map[string]any{"users": h.o.users, "stock": h.o.stock, "concurrency": h.o.concurrency}}
-	e, err := h.setup(ctx, "race", setup{})
+func (h *harness) Race(ctx context.Context) scenarioReport {
+	r := scenarioReport{Title: fmt.Sprintf("flash-sale race: %d buyers, one request each, %d units", h.O.Users, h.O.Stock),
+		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "concurrency": h.O.Concurrency}}
+	e, err := h.Setup(ctx, "race", Setup{})
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	defer e.close()
-	r.Setup, r.Strategy = e.desc, e.strategy
-	s := e.sample(ctx)
-	res, err := loadgen.Race(ctx, h.raceConfig(e, "race"))
-	h.endProgress()
-	r.Metrics = pickMetrics(s.totals())
+	defer e.Close()
+	r.Setup, r.Strategy = e.Desc, e.Strategy
+	s := e.Sample(ctx)
+	res, err := loadgen.Race(ctx, h.RaceConfig(e, "race"))
+	h.EndProgress()
+	r.Metrics = pickMetrics(s.Totals())
 	if err != nil {
-		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("race: %w", err))
+		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("race: %w", err))
 		return r
 	}
 	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
-	r.fill(res.Records, v, err)
-	if err == nil && h.o.users >= h.o.stock && v.Counts.StockLeft > 0 {
+	r.Fill(res.Records, v, err)
+	if err == nil && h.O.Users >= h.O.Stock && v.Counts.StockLeft > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d units left unsold although there were more buyers than units (answers other than 201/409: see outcomes)", v.Counts.StockLeft))
 	}
 	return r
@@ -124,28 +124,28 @@ func (h *harness) race(ctx context.Context) scenarioReport {
 // client timeout shorter than the server's work; 40% place regular orders
 // with an Idempotency-Key. One instance in three pauses a few lock holders
 // (SHOP_LAB_PAUSE_AFTER_LOCK below the lock TTL) so timeouts bite.
-func (h *harness) retry(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("retry storm: %d buyers x %d sends (seckill and regular, same key), %d units each", h.o.users, h.o.retries, h.o.stock),
-		Params: map[string]any{"users": h.o.users, "stock": h.o.stock, "retries": h.o.retries, "tiny_timeout": h.o.tinyTimeout.String(), "regular_share": 0.4}}
-	e, err := h.setup(ctx, "retry", setup{common: []string{"SHOP_LAB_PAUSE_AFTER_LOCK=300ms", "SHOP_LAB_PAUSE_PROBABILITY=0.02"}})
+func (h *harness) Retry(ctx context.Context) scenarioReport {
+	r := scenarioReport{Title: fmt.Sprintf("retry storm: %d buyers x %d sends (seckill and regular, same key), %d units each", h.O.Users, h.O.Retries, h.O.Stock),
+		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": h.O.Retries, "tiny_timeout": h.O.TinyTimeout.String(), "regular_share": 0.4}}
+	e, err := h.Setup(ctx, "retry", Setup{Common: []string{"SHOP_LAB_PAUSE_AFTER_LOCK=300ms", "SHOP_LAB_PAUSE_PROBABILITY=0.02"}})
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	defer e.close()
-	r.Setup, r.Strategy = e.desc, e.strategy
-	cfg := h.raceConfig(e, "retry")
-	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = h.o.retries, 0.4, h.o.tinyTimeout, true
-	s := e.sample(ctx)
+	defer e.Close()
+	r.Setup, r.Strategy = e.Desc, e.Strategy
+	cfg := h.RaceConfig(e, "retry")
+	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = h.O.Retries, 0.4, h.O.TinyTimeout, true
+	s := e.Sample(ctx)
 	res, err := loadgen.Race(ctx, cfg)
-	h.endProgress()
-	r.Metrics = pickMetrics(s.totals())
+	h.EndProgress()
+	r.Metrics = pickMetrics(s.Totals())
 	if err != nil {
-		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("retry: %w", err))
+		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("retry: %w", err))
 		return r
 	}
 	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
-	r.fill(res.Records, v, err)
+	r.Fill(res.Records, v, err)
 	gaveUp := 0
 	for _, x := range res.Records {
 		if x.Status == 0 && strings.Contains(x.Err, "deadline") {
@@ -159,27 +159,27 @@ func (h *harness) retry(ctx context.Context) scenarioReport {
 // pay: orders paid with concurrent duplicates, timeouts and retries (same
 // key), new keys, insufficient funds, and late payments racing a 2s payment
 // timeout and its sweeper.
-func (h *harness) pay(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("payments: %d orders, duplicate and retried pays racing a %s payment timeout", h.o.payBuyers, h.o.paymentTimeout),
-		Params: map[string]any{"orders": h.o.payBuyers, "payment_timeout": h.o.paymentTimeout.String(), "sweep_interval": h.o.sweepInterval.String()}}
-	e, err := h.setup(ctx, "pay", setup{common: []string{"SHOP_PAYMENT_TIMEOUT=" + h.o.paymentTimeout.String(), "SHOP_SWEEP_INTERVAL=" + h.o.sweepInterval.String()}})
+func (h *harness) Pay(ctx context.Context) scenarioReport {
+	r := scenarioReport{Title: fmt.Sprintf("payments: %d orders, duplicate and retried pays racing a %s payment timeout", h.O.PayBuyers, h.O.PaymentTimeout),
+		Params: map[string]any{"orders": h.O.PayBuyers, "payment_timeout": h.O.PaymentTimeout.String(), "sweep_interval": h.O.SweepInterval.String()}}
+	e, err := h.Setup(ctx, "pay", Setup{Common: []string{"SHOP_PAYMENT_TIMEOUT=" + h.O.PaymentTimeout.String(), "SHOP_SWEEP_INTERVAL=" + h.O.SweepInterval.String()}})
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	defer e.close()
-	r.Setup, r.Strategy = e.desc, e.strategy
-	res, err := loadgen.Pay(ctx, loadgen.PayConfig{Client: e.client, AdminToken: e.client.AdminToken, Buyers: h.o.payBuyers,
-		Concurrency: min(h.o.concurrency, 64), PaymentTimeout: h.o.paymentTimeout, SweepInterval: h.o.sweepInterval,
-		Timeout: h.o.timeout, Progress: h.progress("pay")})
-	h.endProgress()
+	defer e.Close()
+	r.Setup, r.Strategy = e.Desc, e.Strategy
+	res, err := loadgen.Pay(ctx, loadgen.PayConfig{Client: e.Client, AdminToken: e.Client.AdminToken, Buyers: h.O.PayBuyers,
+		Concurrency: min(h.O.Concurrency, 64), PaymentTimeout: h.O.PaymentTimeout, SweepInterval: h.O.SweepInterval,
+		Timeout: h.O.Timeout, Progress: h.Progress("pay")})
+	h.EndProgress()
 	if err != nil {
-		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("pay: %w", err))
+		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("pay: %w", err))
 		return r
 	}
 	r.Unsettled = res.Unsettled
 	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock(), Settled: true, Wallets: res.Wallets}, res.Tokens())
-	r.fill(res.Records, v, err)
+	r.Fill(res.Records, v, err)
 	groups := map[string]int{}
 	for _, g := range res.Groups {
 		groups[g]++
@@ -197,7 +197,7 @@ func (h *harness) pay(ctx context.Context) scenarioReport {
 }
 
 // fault is one injected failure and what it did.
-type fault struct {
+type Fault struct {
 	Name     string        `json:"name"`
 	At       time.Duration `json:"at_ns"` // from the start of the load
 	Lasted   time.Duration `json:"lasted_ns"`
@@ -205,38 +205,38 @@ type fault struct {
 	Effect   string        `json:"effect"`
 	Err      string        `json:"error,omitempty"`
 	Restarts int           `json:"restarts,omitempty"` // process starts it took to come back
-	instance int
-	start    time.Time
-	end      time.Time
+	Instance int           `json:"-"`
+	Start    time.Time     `json:"-"`
+	End      time.Time     `json:"-"`
 }
 
 // chaos: a paced race with regular orders and retries while the harness
 // SIGKILLs and restarts an instance, restarts and flushes a private Redis,
 // and SIGSTOPs an instance past the lock TTL; a third instance pauses some
 // lock holders past their TTL on its own. Every invariant must still hold.
-func (h *harness) chaos(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("chaos: %d buyers over %s with SIGKILL, Redis restart and FLUSHALL, SIGSTOP past the lock TTL", h.o.users, h.o.chaosDuration),
-		Params: map[string]any{"users": h.o.users, "stock": h.o.stock, "duration": h.o.chaosDuration.String(), "lock_ttl": "1s", "lock_wait": "1s"}}
-	if len(h.o.targets) > 0 {
+func (h *harness) Chaos(ctx context.Context) scenarioReport {
+	r := scenarioReport{Title: fmt.Sprintf("chaos: %d buyers over %s with SIGKILL, Redis restart and FLUSHALL, SIGSTOP past the lock TTL", h.O.Users, h.O.ChaosDuration),
+		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "duration": h.O.ChaosDuration.String(), "lock_ttl": "1s", "lock_wait": "1s"}}
+	if len(h.O.Targets) > 0 {
 		r.Error = "chaos " + errTargetMode.Error()
 		return r
 	}
-	if h.o.instances < 2 {
+	if h.O.Instances < 2 {
 		r.Error = "chaos needs --instances >= 2"
 		return r
 	}
 	const ttl, wait = time.Second, time.Second
-	pauser := h.o.instances - 1
+	pauser := h.O.Instances - 1
 	// Stock also comes back during the run, so the linearizability check
 	// judges a counter that goes both ways: the sweeper cancels the orders
 	// left unpaid for a third of the load (nobody pays here), and the hot
 	// product is restocked halfway.
-	unpaid := (h.o.chaosDuration / 3).Round(time.Second)
+	unpaid := (h.O.ChaosDuration / 3).Round(time.Second)
 	r.Params["payment_timeout"] = unpaid.String()
-	e, err := h.setup(ctx, "chaos", setup{private: true,
-		common: []string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(),
+	e, err := h.Setup(ctx, "chaos", Setup{Private: true,
+		Common: []string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(),
 			"SHOP_PAYMENT_TIMEOUT=" + unpaid.String(), "SHOP_SWEEP_INTERVAL=500ms"},
-		extra: func(i int) []string {
+		Extra: func(i int) []string {
 			if i == pauser && i != 0 && i != 1 {
 				return []string{"SHOP_LAB_PAUSE_AFTER_LOCK=1500ms", "SHOP_LAB_PAUSE_PROBABILITY=0.01"}
 			}
@@ -246,28 +246,28 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 		r.Error = err.Error()
 		return r
 	}
-	defer e.close()
-	r.Setup, r.Strategy = e.desc, e.strategy
-	if e.backend.redisKind == "shared" {
+	defer e.Close()
+	r.Setup, r.Strategy = e.Desc, e.Strategy
+	if e.Backend.RedisKind == "shared" {
 		r.Notes = append(r.Notes, "Redis faults skipped: only a private Redis is restarted or flushed")
 	}
-	cfg := h.raceConfig(e, "chaos")
+	cfg := h.RaceConfig(e, "chaos")
 	cfg.Attempts, cfg.RegularShare, cfg.Failover, cfg.MaxResends = 2, 0.5, true, 4
 	// Regular buyers spread over 8 products (8 locks), about 20% more
 	// demand than units, so the lock path stays busy most of the run.
 	cfg.RegularProducts = 8
-	cfg.RegularStock = max(1, int64(float64(h.o.users)*0.8/8))
-	cfg.Rate = float64(h.o.users) / h.o.chaosDuration.Seconds()
-	cfg.Timeout = min(h.o.timeout, 5*time.Second)
+	cfg.RegularStock = max(1, int64(float64(h.O.Users)*0.8/8))
+	cfg.Rate = float64(h.O.Users) / h.O.ChaosDuration.Seconds()
+	cfg.Timeout = min(h.O.Timeout, 5*time.Second)
 
-	p, err := e.client.CreateProduct(ctx, "chaos", 990, int64(h.o.stock), "lt-chaos-"+loadgen.RandomID(6))
+	p, err := e.Client.CreateProduct(ctx, "chaos", 990, int64(h.O.Stock), "lt-chaos-"+loadgen.RandomID(6))
 	if err != nil {
 		r.Error = "create the hot product: " + err.Error()
 		return r
 	}
-	cfg.ProductID, cfg.Stock = p.ID, int64(h.o.stock)
+	cfg.ProductID, cfg.Stock = p.ID, int64(h.O.Stock)
 
-	s := e.sample(ctx)
+	s := e.Sample(ctx)
 	loadStart, faultStart, restockStart := make(chan time.Time, 1), make(chan time.Time, 1), make(chan time.Time, 1)
 	go func() {
 		select {
@@ -277,31 +277,31 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 		case <-ctx.Done():
 		}
 	}()
-	injected := make(chan []fault, 1)
-	go func() { injected <- injectFaults(ctx, e, chaosSchedule(ttl), h.o.chaosDuration, faultStart) }()
+	injected := make(chan []Fault, 1)
+	go func() { injected <- InjectFaults(ctx, e, chaosSchedule(ttl), h.O.ChaosDuration, faultStart) }()
 	restocked := make(chan error, 1)
 	go func() {
 		select {
 		case t0 := <-restockStart:
-			sleep(ctx, time.Until(t0.Add(h.o.chaosDuration/2)))
-			restocked <- e.client.Restock(ctx, p.ID, max(1, int64(h.o.stock)/4), "lt-chaos-restock-"+loadgen.RandomID(6))
+			sleep(ctx, time.Until(t0.Add(h.O.ChaosDuration/2)))
+			restocked <- e.Client.Restock(ctx, p.ID, max(1, int64(h.O.Stock)/4), "lt-chaos-restock-"+loadgen.RandomID(6))
 		case <-ctx.Done():
 			restocked <- ctx.Err()
 		}
 	}()
-	res, err := h.raceClocked(ctx, cfg, loadStart)
-	faults := <-injected
+	res, err := h.RaceClocked(ctx, cfg, loadStart)
+	Faults := <-injected
 	restockErr := <-restocked
-	_ = e.cluster.signal(0, syscall.SIGCONT) // in case the load ended first
-	r.Metrics = pickMetrics(s.totals())
+	_ = e.Cluster.Signal(0, syscall.SIGCONT) // in case the load ended first
+	r.Metrics = pickMetrics(s.Totals())
 	if err != nil {
-		r.fill(res.Records, verify.Verdict{}, fmt.Errorf("chaos: %w", err))
+		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("chaos: %w", err))
 		return r
 	}
 	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
-	r.fill(res.Records, v, err)
-	r.Faults = describeFaults(faults, res, len(e.cluster.instances), ttl, wait)
-	judgeFaults(&r, v, err, faults, res, ttl, wait)
+	r.Fill(res.Records, v, err)
+	r.Faults = describeFaults(Faults, res, len(e.Cluster.Instances), ttl, wait)
+	judgeFaults(&r, v, err, Faults, res, ttl, wait)
 	if restockErr != nil {
 		r.Pass = false
 		r.Notes = append(r.Notes, "FAIL: the halfway restock of the hot product failed: "+firstLine(restockErr.Error()))
@@ -313,36 +313,36 @@ func (h *harness) chaos(ctx context.Context) scenarioReport {
 // load's duration, inject does the damage to the scenario's environment
 // and notes in f what went wrong.
 type scheduledFault struct {
-	at     float64
-	fault  fault // Name, Target and instance (-1: Redis)
+	At     float64
+	Fault  Fault // Name, Target and instance (-1: Redis)
 	redis  bool  // a Redis fault: skipped on a shared Redis, Target names its kind
-	inject func(ctx context.Context, e *env, f *fault)
+	Inject func(ctx context.Context, e *Env, f *Fault)
 }
 
 // chaosSchedule is the chaos scenario's faults, in the order they happen.
 func chaosSchedule(ttl time.Duration) []scheduledFault {
-	note := func(f *fault, err error) {
+	note := func(f *Fault, err error) {
 		if err != nil {
 			f.Err = err.Error()
 		}
 	}
 	return []scheduledFault{
-		{at: 0.2, fault: fault{Name: "SIGKILL + restart", instance: 1, Target: "instance 2"},
-			inject: func(ctx context.Context, e *env, f *fault) {
-				note(f, e.cluster.kill(1))
+		{At: 0.2, Fault: Fault{Name: "SIGKILL + restart", Instance: 1, Target: "instance 2"},
+			Inject: func(ctx context.Context, e *Env, f *Fault) {
+				note(f, e.Cluster.Kill(1))
 				sleep(ctx, time.Second)
-				note(f, e.cluster.restart(ctx, 1))
-				f.Restarts = e.cluster.instances[1].starts - 1
+				note(f, e.Cluster.Restart(ctx, 1))
+				f.Restarts = e.Cluster.Instances[1].Starts - 1
 			}},
-		{at: 0.4, fault: fault{Name: "Redis restart", instance: -1}, redis: true,
-			inject: func(ctx context.Context, e *env, f *fault) { note(f, e.backend.restartRedis(ctx)) }},
-		{at: 0.55, fault: fault{Name: "Redis FLUSHALL", instance: -1}, redis: true,
-			inject: func(ctx context.Context, e *env, f *fault) { note(f, e.backend.flushRedis(ctx)) }},
-		{at: 0.7, fault: fault{Name: "SIGSTOP past the lock TTL, then SIGCONT", instance: 0, Target: "instance 1"},
-			inject: func(ctx context.Context, e *env, f *fault) {
-				note(f, e.cluster.signal(0, syscall.SIGSTOP))
+		{At: 0.4, Fault: Fault{Name: "Redis restart", Instance: -1}, redis: true,
+			Inject: func(ctx context.Context, e *Env, f *Fault) { note(f, e.Backend.RestartRedis(ctx)) }},
+		{At: 0.55, Fault: Fault{Name: "Redis FLUSHALL", Instance: -1}, redis: true,
+			Inject: func(ctx context.Context, e *Env, f *Fault) { note(f, e.Backend.FlushRedis(ctx)) }},
+		{At: 0.7, Fault: Fault{Name: "SIGSTOP past the lock TTL, then SIGCONT", Instance: 0, Target: "instance 1"},
+			Inject: func(ctx context.Context, e *Env, f *Fault) {
+				note(f, e.Cluster.Signal(0, syscall.SIGSTOP))
 				sleep(context.WithoutCancel(ctx), ttl+time.Second)
-				note(f, e.cluster.signal(0, syscall.SIGCONT))
+				note(f, e.Cluster.Signal(0, syscall.SIGCONT))
 			}},
 	}
 }
@@ -350,38 +350,38 @@ func chaosSchedule(ttl time.Duration) []scheduledFault {
 // injectFaults waits for the load to start (its time arrives on loadStart),
 // then injects each scheduled fault at its time into a run of the given
 // duration, and returns what it injected.
-func injectFaults(ctx context.Context, e *env, schedule []scheduledFault, duration time.Duration, loadStart <-chan time.Time) []fault {
+func InjectFaults(ctx context.Context, e *Env, schedule []scheduledFault, duration time.Duration, loadStart <-chan time.Time) []Fault {
 	var t0 time.Time
 	select {
 	case t0 = <-loadStart:
 	case <-ctx.Done():
 		return nil
 	}
-	var faults []fault
+	var Faults []Fault
 	for _, sf := range schedule {
-		if sf.redis && e.backend.redisKind == "shared" {
+		if sf.redis && e.Backend.RedisKind == "shared" {
 			continue
 		}
-		sleep(ctx, time.Until(t0.Add(time.Duration(sf.at*float64(duration)))))
+		sleep(ctx, time.Until(t0.Add(time.Duration(sf.At*float64(duration)))))
 		if ctx.Err() != nil {
 			break
 		}
-		f := sf.fault
+		f := sf.Fault
 		if sf.redis {
-			f.Target = e.backend.redisKind + " Redis"
+			f.Target = e.Backend.RedisKind + " Redis"
 		}
-		f.start = time.Now()
-		sf.inject(ctx, e, &f)
-		f.end = time.Now()
-		faults = append(faults, f)
+		f.Start = time.Now()
+		sf.Inject(ctx, e, &f)
+		f.End = time.Now()
+		Faults = append(Faults, f)
 	}
-	return faults
+	return Faults
 }
 
 // raceClocked runs the race (reporting progress as cfg says) and sends on
 // loadStart when its buyers start: Race creates products and logs buyers in
 // first, and the faults' clock starts with the buyers.
-func (h *harness) raceClocked(ctx context.Context, cfg loadgen.Config, loadStart chan<- time.Time) (loadgen.Result, error) {
+func (h *harness) RaceClocked(ctx context.Context, cfg loadgen.Config, loadStart chan<- time.Time) (loadgen.Result, error) {
 	inner := cfg.Progress
 	once := sync.Once{}
 	cfg.Progress = func(st loadgen.Stats) {
@@ -392,14 +392,14 @@ func (h *harness) raceClocked(ctx context.Context, cfg loadgen.Config, loadStart
 	}
 	cfg.ProgressEvery = 100 * time.Millisecond
 	res, err := loadgen.Race(ctx, cfg)
-	h.endProgress()
+	h.EndProgress()
 	return res, err
 }
 
 // judgeFaults fails a chaos run whose faults were not all carried out, or
 // none at all, and adds L3 (no two holders of a lock at once, judged from
 // the faults' times) to its verdict.
-func judgeFaults(r *scenarioReport, v verify.Verdict, err error, faults []fault, res loadgen.Result, ttl, wait time.Duration) {
+func judgeFaults(r *scenarioReport, v verify.Verdict, err error, Faults []Fault, res loadgen.Result, ttl, wait time.Duration) {
 	for _, f := range r.Faults {
 		if f.Err != "" {
 			r.Pass = false
@@ -411,7 +411,7 @@ func judgeFaults(r *scenarioReport, v verify.Verdict, err error, faults []fault,
 		r.Notes = append(r.Notes, "FAIL: the load ended before any fault was injected")
 	}
 	if err == nil {
-		if l3 := checkL3(faults, res, ttl, wait); l3 != nil {
+		if l3 := checkL3(Faults, res, ttl, wait); l3 != nil {
 			v.Locks = append(v.Locks, *l3)
 			v.Violations = append(v.Violations, *l3)
 			r.Verdict = &v
@@ -437,13 +437,13 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // describeFaults says what each fault did to the clients: answers in the
 // window from the fault to a second after it ended.
-func describeFaults(fs []fault, res loadgen.Result, n int, ttl, wait time.Duration) []fault {
-	out := make([]fault, 0, len(fs))
+func describeFaults(fs []Fault, res loadgen.Result, n int, ttl, wait time.Duration) []Fault {
+	out := make([]Fault, 0, len(fs))
 	for _, f := range fs {
-		f.At, f.Lasted = f.start.Sub(res.Started), f.end.Sub(f.start)
+		f.At, f.Lasted = f.Start.Sub(res.Started), f.End.Sub(f.Start)
 		var total, noAnswer, fivexx, busy, slow, onTarget, onTargetFailed int
 		for _, r := range res.Records {
-			if r.Start.Before(f.start) && r.End.Before(f.start) || r.Start.After(f.end.Add(time.Second)) {
+			if r.Start.Before(f.Start) && r.End.Before(f.Start) || r.Start.After(f.End.Add(time.Second)) {
 				continue
 			}
 			total++
@@ -458,7 +458,7 @@ func describeFaults(fs []fault, res loadgen.Result, n int, ttl, wait time.Durati
 			if r.Latency() > ttl {
 				slow++
 			}
-			if f.instance >= 0 && r.Target == f.instance {
+			if f.Instance >= 0 && r.Target == f.Instance {
 				onTarget++
 				if r.Failed() {
 					onTargetFailed++
@@ -467,7 +467,7 @@ func describeFaults(fs []fault, res loadgen.Result, n int, ttl, wait time.Durati
 		}
 		f.Effect = fmt.Sprintf("%d requests overlapped it: %d no answer, %d 5xx, %d 503 busy (all resent with the same key), %d slower than the lock TTL",
 			total, noAnswer, fivexx, busy, slow)
-		if f.instance >= 0 {
+		if f.Instance >= 0 {
 			f.Effect += fmt.Sprintf("; on %s: %d requests, %d failed", f.Target, onTarget, onTargetFailed)
 		}
 		if f.Name == "SIGKILL + restart" {
@@ -483,10 +483,10 @@ func describeFaults(fs []fault, res loadgen.Result, n int, ttl, wait time.Durati
 
 // firstLockPathSuccess is how long after a kill another instance created
 // an order (201: the deduction went through the product lock).
-func firstLockPathSuccess(res loadgen.Result, f fault) (time.Duration, bool) {
+func firstLockPathSuccess(res loadgen.Result, f Fault) (time.Duration, bool) {
 	for _, r := range res.Records {
-		if r.Status == http.StatusCreated && r.Target != f.instance && r.Start.After(f.start) {
-			return r.End.Sub(f.start), true
+		if r.Status == http.StatusCreated && r.Target != f.Instance && r.Start.After(f.Start) {
+			return r.End.Sub(f.Start), true
 		}
 	}
 	return 0, false
@@ -495,7 +495,7 @@ func firstLockPathSuccess(res loadgen.Result, f fault) (time.Duration, bool) {
 // checkL3: a SIGKILLed instance's lock is free within its TTL, so another
 // instance creates an order within TTL + lock wait (+3s for a loaded
 // machine) of the kill, as long as orders were still being asked for.
-func checkL3(fs []fault, res loadgen.Result, ttl, wait time.Duration) *verify.Violation {
+func checkL3(fs []Fault, res loadgen.Result, ttl, wait time.Duration) *verify.Violation {
 	for _, f := range fs {
 		if f.Name != "SIGKILL + restart" {
 			continue
@@ -503,7 +503,7 @@ func checkL3(fs []fault, res loadgen.Result, ttl, wait time.Duration) *verify.Vi
 		bound := ttl + wait + 3*time.Second
 		asked := false
 		for _, r := range res.Records {
-			if r.Start.After(f.start.Add(bound)) && r.OrderNo == "" && r.Code != "sold_out" && r.Code != "insufficient_stock" {
+			if r.Start.After(f.Start.Add(bound)) && r.OrderNo == "" && r.Code != "sold_out" && r.Code != "insufficient_stock" {
 				asked = true
 				break
 			}
@@ -511,7 +511,7 @@ func checkL3(fs []fault, res loadgen.Result, ttl, wait time.Duration) *verify.Vi
 		d, ok := firstLockPathSuccess(res, f)
 		if (ok && d > bound) || (!ok && asked) {
 			v := verify.NewViolation("L3", fmt.Sprintf("no order was created on another instance within %s of SIGKILL (first after %s): the killed holder's lock did not expire", bound, d),
-				map[string]any{"killed": f.Target, "at": f.start.Format(time.RFC3339Nano)})
+				map[string]any{"killed": f.Target, "at": f.Start.Format(time.RFC3339Nano)})
 			return &v
 		}
 	}
@@ -537,26 +537,26 @@ type compareRow struct {
 	// Linearizable is the row's histories' verdict (nil: unknown).
 	Linearizable *bool                 `json:"linearizable"`
 	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
-	violations   []verify.Violation
+	Violations   []verify.Violation    `json:"-"`
 }
 
 // compare runs the same race + retry load against every strategy, and
 // against lock-fence with idempotency off, each on a fresh backend.
-func (h *harness) compare(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("strategies compared: %d buyers x %d sends, %d units (same load per row)", h.o.users, h.o.retries, h.o.stock),
-		Params: map[string]any{"users": h.o.users, "stock": h.o.stock, "retries": h.o.retries}}
-	if len(h.o.targets) > 0 {
+func (h *harness) Compare(ctx context.Context) scenarioReport {
+	r := scenarioReport{Title: fmt.Sprintf("strategies compared: %d buyers x %d sends, %d units (same load per row)", h.O.Users, h.O.Retries, h.O.Stock),
+		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": h.O.Retries}}
+	if len(h.O.Targets) > 0 {
 		r.Error = "compare " + errTargetMode.Error()
 		return r
 	}
 	// The pause makes a lock holder outlive its lease: `lock` then oversells,
 	// `lock-fence` must not. About ten pauses per run, whatever its size.
-	p := math.Max(0.01, math.Min(0.2, 8/float64(h.o.stock)))
+	p := math.Max(0.01, math.Min(0.2, 8/float64(h.O.Stock)))
 	pause := []string{"SHOP_LOCK_TTL=300ms", "SHOP_LAB_PAUSE_AFTER_LOCK=600ms", fmt.Sprintf("SHOP_LAB_PAUSE_PROBABILITY=%.3f", p)}
 	rows := []struct {
-		row, strategy string
-		settings      []string
-		safe          bool
+		row, Strategy string
+		Settings      []string
+		Safe          bool
 	}{
 		{"naive", inventory.Naive, nil, false},
 		{"lock (pause > TTL)", inventory.Lock, pause, false},
@@ -575,22 +575,22 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 		if ctx.Err() != nil {
 			break
 		}
-		cr := compareRow{Row: row.row, Strategy: row.strategy, Settings: strings.Join(row.settings, " "), Safe: row.safe}
-		e, err := h.setup(ctx, "compare-"+row.strategy, setup{strategy: row.strategy, common: row.settings})
+		cr := compareRow{Row: row.row, Strategy: row.Strategy, Settings: strings.Join(row.Settings, " "), Safe: row.Safe}
+		e, err := h.Setup(ctx, "compare-"+row.Strategy, Setup{Strategy: row.Strategy, Common: row.Settings})
 		if err != nil {
 			cr.Error = err.Error()
 			r.Compare = append(r.Compare, cr)
 			continue
 		}
 		if r.Setup == "" {
-			r.Setup = fmt.Sprintf("%d shop instances per row on a fresh %s each", len(e.cluster.instances), e.backend.describe())
+			r.Setup = fmt.Sprintf("%d shop instances per row on a fresh %s each", len(e.Cluster.Instances), e.Backend.Describe())
 		}
-		cfg := h.raceConfig(e, "compare "+row.row)
-		cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = h.o.retries, 0.3, h.o.tinyTimeout, true
-		s := e.sample(ctx)
+		cfg := h.RaceConfig(e, "compare "+row.row)
+		cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = h.O.Retries, 0.3, h.O.TinyTimeout, true
+		s := e.Sample(ctx)
 		res, err := loadgen.Race(ctx, cfg)
-		h.endProgress()
-		cr.Rejected = s.totals()["shop_inventory_stale_fence_rejections_total"]
+		h.EndProgress()
+		cr.Rejected = s.Totals()["shop_inventory_stale_fence_rejections_total"]
 		cr.Summary = loadgen.Summarize(res.Records)
 		all = append(all, res.Records...)
 		if err == nil {
@@ -600,9 +600,9 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 				cr.Orders, cr.Oversold, cr.Duplicates = v.Counts.Orders, v.Counts.Oversold, v.Counts.Duplicates
 				cr.LostAcks, cr.Undersold, cr.StaleFence = v.Counts.LostAcks, v.Counts.Undersold, v.Counts.StaleFence
 				cr.Violated = v.Invariants()
-				cr.violations = v.Violations
+				cr.Violations = v.Violations
 				cr.Linearizable, cr.Linear = v.Linearizable, v.Linear
-				if row.safe {
+				if row.Safe {
 					safeClean = v.OK()
 				} else if !v.OK() {
 					unsafeCaught = true
@@ -612,7 +612,7 @@ func (h *harness) compare(ctx context.Context) scenarioReport {
 		if err != nil {
 			cr.Error = err.Error()
 		}
-		e.close()
+		e.Close()
 		r.Compare = append(r.Compare, cr)
 	}
 	r.Summary = loadgen.Summarize(all)
