@@ -24,41 +24,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-lab/shop/loadtest/internal/harness"
+	"github.com/seckill-lab/shop/loadtest/internal/scenario"
+
 	"github.com/seckill-lab/shop/internal/inventory"
-	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/report"
+	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
-
-var allScenarios = []string{"race", "retry", "pay", "chaos", "compare"}
-
-type options struct {
-	Scenarios      []string
-	Users          int
-	Stock          int
-	Retries        int
-	Instances      int
-	Concurrency    int
-	PayBuyers      int
-	Timeout        time.Duration
-	TinyTimeout    time.Duration
-	ChaosDuration  time.Duration
-	PaymentTimeout time.Duration
-	SweepInterval  time.Duration
-	MaxDuration    time.Duration
-	Report         string
-	Targets        []string
-	AdminToken     string
-	ShopBin        string
-	Keep           bool
-	MysqlDSN       string
-	RedisURL       string
-	Strategy       string
-	BatchMax       int
-	StockBuckets   int      // SHOP_STOCK_BUCKETS of the lock-fence shops started; 0: the shop's default
-	Expect5xx      []string // statuses (e.g. a load balancer's 504) A1 does not count against the shop
-	Linear         loadgen.LinearOptions
-	NoLinear       bool
-	Bench          benchOptions
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,11 +39,11 @@ func main() {
 	os.Exit(code)
 }
 
-func parse(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
-	var o options
+func parse(args []string, getenv func(string) string, stderr io.Writer) (harness.Options, error) {
+	var o harness.Options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenario := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), bench (the hot-product benchmark), or a comma-separated list")
+	scenarioFlag := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), bench (the hot-product benchmark), or a comma-separated list")
 	fs.IntVar(&o.Users, "users", 5000, "buyers per run (race, retry, chaos, compare)")
 	fs.IntVar(&o.Stock, "stock", 500, "units of the flash-sale product")
 	fs.IntVar(&o.Retries, "retries", 5, "sends per buyer in retry and compare")
@@ -116,25 +88,21 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (options
 	if *Expect5xx != "" {
 		o.Expect5xx = strings.Split(*Expect5xx, ",")
 	}
-	for _, s := range strings.Split(*scenario, ",") {
+	for _, s := range strings.Split(*scenarioFlag, ",") {
 		s = strings.TrimSpace(s)
-		switch {
-		case s == "all":
-			o.Scenarios = append(o.Scenarios, allScenarios...)
-		case slices.Contains(allScenarios, s):
-			o.Scenarios = append(o.Scenarios, s)
-		case s == "failover": // both parts; each starts its own Redis
-			o.Scenarios = append(o.Scenarios, failoverCluster, failoverSentinel)
-		case s == failoverCluster || s == failoverSentinel:
-			o.Scenarios = append(o.Scenarios, s)
-		case s == "bench":
+		if names, ok := scenario.Groups[s]; ok {
+			o.Scenarios = append(o.Scenarios, names...)
+			continue
+		}
+		if _, ok := scenario.Lookup(s); !ok {
+			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover, bench)", s)
+		}
+		if s == "bench" {
 			if err := o.Bench.Validate(); err != nil {
 				return o, err
 			}
-			o.Scenarios = append(o.Scenarios, s)
-		default:
-			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover, bench)", s)
 		}
+		o.Scenarios = append(o.Scenarios, s)
 	}
 	if *target != "" {
 		for _, t := range strings.Split(*target, ",") {
@@ -173,7 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Tty = st.Mode()&os.ModeCharDevice != 0
 		}
 	}
-	h := &harness{O: o, Out: stdout, Tty: Tty, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	h := &harness.Harness{O: o, Out: stdout, Tty: Tty, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	h.Workdir, err = os.MkdirTemp("", "shop-loadtest-")
 	if err != nil {
 		fmt.Fprintln(stderr, "loadtest:", err)
@@ -191,24 +159,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		h.Bin = o.ShopBin
 		if h.Bin == "" {
 			fmt.Fprintln(stdout, "building the shop: go build ./cmd/shop")
-			if h.Bin, err = buildShop(ctx, h.Workdir); err != nil {
+			if h.Bin, err = shops.Build(ctx, h.Workdir); err != nil {
 				fmt.Fprintln(stderr, "loadtest:", err)
 				return 1
 			}
 		}
 	}
 
-	rep := fullReport{Started: time.Now(), Command: "go run ./loadtest " + strings.Join(args, " "), Pass: true}
+	rep := report.Full{Started: time.Now(), Command: "go run ./loadtest " + strings.Join(args, " "), Pass: true}
 	rep.Host, _ = os.Hostname()
 	for _, name := range o.Scenarios {
 		if ctx.Err() != nil {
 			break
 		}
-		r := h.Run(ctx, name)
+		r := scenario.Run(ctx, h, name)
 		if !r.Pass {
 			rep.Pass = false
 		}
-		writeText(stdout, r)
+		report.WriteText(stdout, r)
 		rep.Scenarios = append(rep.Scenarios, r)
 	}
 	if ctx.Err() != nil {
@@ -216,7 +184,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, "interrupted")
 	}
 	if o.Report != "" {
-		if err := writeFiles(o.Report, rep); err != nil {
+		if err := report.WriteFiles(o.Report, rep); err != nil {
 			fmt.Fprintln(stderr, "loadtest: report:", err)
 			rep.Pass = false
 		} else {
@@ -234,7 +202,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			Violations = fmt.Sprint(len(r.Verdict.Violations))
 		}
 		fmt.Fprintf(stdout, "%-8s %s  violations %s  %.0f answers/s  p50 %s  p99 %s  (%s)\n", r.Name, res, Violations,
-			r.Summary.Throughput, ms(r.Summary.P50), ms(r.Summary.P99), r.Elapsed.Round(100*time.Millisecond))
+			r.Summary.Throughput, report.Ms(r.Summary.P50), report.Ms(r.Summary.P99), r.Elapsed.Round(100*time.Millisecond))
 	}
 	if !rep.Pass {
 		fmt.Fprintln(stdout, "loadtest: FAIL")

@@ -1,30 +1,4 @@
-package main
-
-import (
-	"bufio"
-	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"github.com/seckill-lab/shop/internal/topo"
-	"io"
-	"maps"
-	"net/http"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
-
-	"github.com/seckill-lab/shop/internal/inventory"
-	"github.com/seckill-lab/shop/internal/loadgen"
-	"github.com/seckill-lab/shop/internal/platform"
-)
-
-// The bench scenario is the project's own benchmark of a hot product, in
+// Package bench is the bench scenario, the project's own benchmark of a hot product, in
 // one run: the raw database ceiling (the same schema, N workers each running
 // a conditional stock UPDATE + an order INSERT + COMMIT, no HTTP, no lock),
 // the shop's committed orders/s on one product through HTTP with 1 and with
@@ -37,138 +11,37 @@ import (
 // so it is kept lean: one pre-parsed URL and one reused header per client,
 // pre-minted user tokens, answers read into a per-client buffer, latencies
 // kept as microseconds.
+//
+// Its load generator (load.go, wire.go) is its own: wire-level keep-alive
+// clients, not internal/loadgen, whose records the other scenarios verify.
+package bench
 
-// benchOptions are the bench scenario's flags.
-type benchOptions struct {
-	Phase       time.Duration // measured window of each phase
-	Warmup      time.Duration // load before each window, not counted
-	Clients     int           // concurrent HTTP clients of the throughput phases
-	RawWorkers  int           // workers of the raw database ceiling
-	RssClients  int           // concurrent keep-alive clients of the memory phase
-	RssDuration time.Duration // how long the memory phase runs
-}
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
-// benchReport is what the bench scenario measured.
-type benchReport struct {
-	Phase        time.Duration `json:"phase_ns"`
-	Raw          benchRaw      `json:"raw"`
-	Orders       []BenchOrders `json:"orders"`
-	SoldOut      benchRate     `json:"sold_out"`
-	Healthz      benchRate     `json:"healthz"`
-	RefusalRatio float64       `json:"refusals_per_healthz"`
-	Memory       benchMemory   `json:"memory"`
-	OneUnit      benchOneUnit  `json:"one_unit"`
-	Targets      []benchTarget `json:"targets"`
-}
+	"github.com/seckill-lab/shop/loadtest/internal/harness"
 
-// benchRaw is the raw database ceiling.
-type benchRaw struct {
-	Workers  int       `json:"workers"`
-	Commits  int64     `json:"commits"`
-	Seconds  float64   `json:"seconds"`
-	TxPerSec float64   `json:"tx_per_s"`
-	Errors   int64     `json:"errors"`
-	Parts    []float64 `json:"parts_tx_per_s"` // tx/s of each part, in order
-}
-
-// plus is the ceiling over both runs.
-func (r benchRaw) Plus(s benchRaw) benchRaw {
-	out := benchRaw{Workers: r.Workers, Commits: r.Commits + s.Commits, Seconds: r.Seconds + s.Seconds, Errors: r.Errors + s.Errors,
-		Parts: append(append([]float64{}, r.Parts...), s.Parts...)}
-	if out.Seconds > 0 {
-		out.TxPerSec = float64(out.Commits) / out.Seconds
-	}
-	return out
-}
-
-// benchOrders is one hot-product phase.
-type BenchOrders struct {
-	Instances    int     `json:"instances"`
-	Routing      string  `json:"routing"`    // how the clients reach the instances (see benchRoute)
-	Coalescing   bool    `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
-	Clients      int     `json:"clients"`
-	Committed    int64   `json:"committed"` // order rows of the product that appeared in the window
-	Seconds      float64 `json:"seconds"`
-	OrdersPerSec float64 `json:"orders_per_s"`
-	OfRaw        float64 `json:"of_raw_ceiling"`  // OrdersPerSec / Raw.TxPerSec (set when the ceiling is known)
-	OfOne        float64 `json:"of_one_instance"` // OrdersPerSec / the coalesced one-instance phase's
-	// Baseline: this phase is the one-instance baseline of the phase
-	// after it, run in two halves, one just before and one just after it.
-	// OfBaseline: for that next phase, OrdersPerSec / its baseline's.
-	// Halves: a baseline's two halves' orders/s, the same instance and
-	// load minutes apart, so their ratio shows the machine's own spread.
-	Baseline   bool           `json:"baseline,omitempty"`
-	OfBaseline float64        `json:"of_baseline,omitempty"`
-	Halves     []float64      `json:"halves_orders_per_s,omitempty"`
-	Load       benchRate      `json:"load"`
-	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
-	Series     []benchSample  `json:"series"`
-	Answers    map[string]int `json:"answers"`
-}
-
-// benchSample is one second of a hot-product phase.
-type benchSample struct {
-	T         float64 `json:"t_s"`
-	Orders    float64 `json:"orders_per_s"`
-	BatchMean float64 `json:"batch_mean,omitempty"`
-}
-
-// benchRate is a closed-loop load's answers.
-type benchRate struct {
-	Clients  int `json:"clients"`
-	Requests int `json:"requests"` // sent in the measured window
-	Sent     int `json:"sent"`     // sent in all, warm-up included
-	// Unanswered counts the clients that got no answer to any request
-	// (one that never got to send counts too).
-	Unanswered int            `json:"clients_without_answer"`
-	Seconds    float64        `json:"seconds"`
-	PerSec     float64        `json:"per_s"` // answers with the expected status per second
-	P50        time.Duration  `json:"p50_ns"`
-	P90        time.Duration  `json:"p90_ns"`
-	P99        time.Duration  `json:"p99_ns"`
-	Max        time.Duration  `json:"max_ns"`
-	Answers    map[string]int `json:"answers"`
-	// Failures counts the requests without an answer by what the client
-	// saw (the error's last part: a timeout, a reset, ...).
-	Failures map[string]int `json:"failures,omitempty"`
-}
-
-// benchOneUnit is the product with one unit that the refusal and memory
-// phases hammer: it must end with exactly one order.
-type benchOneUnit struct {
-	Buyers int   `json:"buyers"` // distinct users who sent a seckill order for it
-	Orders int64 `json:"orders"`
-}
-
-// benchMemory is the memory phase.
-type benchMemory struct {
-	Clients    int       `json:"clients"`
-	Seconds    float64   `json:"seconds"`
-	Load       benchRate `json:"load"`
-	PeakRSSMB  float64   `json:"peak_rss_mb"`  // VmHWM, reset when the phase starts
-	MaxRSSMB   float64   `json:"max_rss_mb"`   // highest VmRSS sampled every 100 ms
-	StartRSSMB float64   `json:"start_rss_mb"` // VmRSS before the phase
-	MaxConns   string    `json:"max_conns"`    // the shop's connection cap, as configured
-	// ListenOverflows: connects the kernel dropped during the phase
-	// because a listen queue was full (TcpExt ListenOverflows, whole
-	// machine; -1: not known), and SoMaxConn the queue's bound
-	// (net.core.somaxconn; Go listens with it). A dropped connect is
-	// retried by the client's kernel 1 s, 3 s, 7 s later.
-	ListenOverflows int64 `json:"listen_overflows"`
-	SoMaxConn       int64 `json:"somaxconn,omitempty"`
-}
-
-// benchTarget is one target of issue 14 next to this run's figure.
-type benchTarget struct {
-	What   string  `json:"what"`
-	Want   string  `json:"want"`
-	Got    float64 `json:"got"`
-	Unit   string  `json:"unit"`
-	Met    bool    `json:"met"`
-	Missed string  `json:"missed,omitempty"`
-}
-
-const benchBatchMetric = "shop_orders_batch_size"
+	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/internal/platform"
+	"github.com/seckill-lab/shop/internal/topo"
+	"github.com/seckill-lab/shop/loadtest/internal/report"
+	"github.com/seckill-lab/shop/loadtest/internal/shops"
+)
 
 // benchRoute is how a hot-product phase's clients reach the instances.
 type benchRoute struct {
@@ -180,31 +53,9 @@ type benchRoute struct {
 	Warmup  time.Duration // load before it, not counted; 0: --bench-warmup
 }
 
-// The routings a hot-product phase can use.
-const (
-	routeDirect  = "direct"                         // one instance
-	routeAffine  = "product-affine"                 // the harness's consistent hash, the default
-	routeSpread  = "round robin (lab)"              // every instance takes a share of the product
-	routeNginx   = "nginx, product-affine"          // deploy/nginx.conf in front
-	routeBuckets = "round robin, K=3 stock buckets" // each instance starts at its own bucket (docs chapter 9)
-	routeNoNginx = "nginx not installed: skipped"   // (not a phase)
-)
-
-func (o benchOptions) Validate() error {
-	switch {
-	case o.Phase <= 0 || o.Warmup < 0 || o.RssDuration <= 0:
-		return errors.New("--bench-phase and --bench-rss-duration must be positive, --bench-warmup not negative")
-	case o.Clients < 1 || o.RawWorkers < 1 || o.RssClients < 1:
-		return errors.New("--bench-clients, --bench-raw-workers and --bench-rss-clients must be at least 1")
-	case o.Clients > 4096 || o.RawWorkers > 256 || o.RssClients > 20_000:
-		return errors.New("bench sizes out of bounds (clients <= 4096, raw workers <= 256, rss clients <= 20000)")
-	}
-	return nil
-}
-
-func (h *harness) Bench(ctx context.Context) scenarioReport {
+func (h runner) Bench(ctx context.Context) report.Scenario {
 	o := h.O.Bench
-	r := scenarioReport{
+	r := report.Scenario{
 		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1, 2 and 3 instances (product-affine, round robin, nginx, stock buckets), sold-out vs /healthz, RSS at %d connections", o.RssClients),
 		Params: map[string]any{"phase": o.Phase.String(), "warmup": o.Warmup.String(), "clients": o.Clients, "raw_workers": o.RawWorkers,
 			"rss_clients": o.RssClients, "rss_duration": o.RssDuration.String()},
@@ -216,13 +67,13 @@ func (h *harness) Bench(ctx context.Context) scenarioReport {
 	raiseFDLimit()
 	h.Seq++
 	id := fmt.Sprintf("%02d-bench", h.Seq)
-	b, err := newBackend(ctx, backendOptions{MysqlDSN: h.O.MysqlDSN, RedisURL: h.O.RedisURL, Workdir: h.Workdir, Keep: h.O.Keep, ScenarioID: id}, h.Log)
+	b, err := shops.NewBackend(ctx, shops.BackendOptions{MysqlDSN: h.O.MysqlDSN, RedisURL: h.O.RedisURL, Workdir: h.Workdir, Keep: h.O.Keep, ScenarioID: id}, h.Log)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
 	defer b.Close()
-	br := &benchReport{Phase: o.Phase}
+	br := &report.Bench{Phase: o.Phase}
 	r.Bench = br
 	r.Strategy = h.O.Strategy
 	Common := []string{"SHOP_STOCK_STRATEGY=" + h.O.Strategy}
@@ -249,7 +100,7 @@ func (h *harness) Bench(ctx context.Context) scenarioReport {
 	}
 	one := 0.0
 	for _, o := range br.Orders {
-		if o.Instances == 1 && o.Coalescing && o.Routing == routeDirect && !o.Baseline && one == 0 {
+		if o.Instances == 1 && o.Coalescing && o.Routing == report.RouteDirect && !o.Baseline && one == 0 {
 			one = o.OrdersPerSec
 		}
 	}
@@ -261,7 +112,7 @@ func (h *harness) Bench(ctx context.Context) scenarioReport {
 			br.Orders[i].OfOne = o.OrdersPerSec / one
 		}
 	}
-	br.Targets = benchTargets(br)
+	br.Targets = report.BenchTargets(br)
 	if len(br.Orders) > 0 { // the summary line shows the one-instance hot product
 		l := br.Orders[0].Load
 		r.Summary = loadgen.Summary{Requests: l.Requests, Duration: time.Duration(l.Seconds * float64(time.Second)), P50: l.P50, P90: l.P90, P99: l.P99, Max: l.Max,
@@ -275,11 +126,11 @@ func (h *harness) Bench(ctx context.Context) scenarioReport {
 // raw ceiling runs in two halves around the one-instance hot-product phase
 // (the shop idle meanwhile), so that load from elsewhere on a shared machine
 // weighs on the ceiling and on the shop alike.
-func (h *harness) BenchRun(ctx context.Context, b *Backend, db *sql.DB, Common []string, users *benchUsers, br *benchReport) error {
+func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, Common []string, users *benchUsers, br *report.Bench) error {
 	o := h.O.Bench
-	start := func(n int, name string, Common []string) (*Cluster, error) {
-		Common, extra := withBuckets(h.O.StockBuckets, Common, nil) // --stock-buckets: every phase's shops
-		return startCluster(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
+	start := func(n int, name string, Common []string) (*shops.Cluster, error) {
+		Common, extra := shops.WithBuckets(h.O.StockBuckets, Common, nil) // --stock-buckets: every phase's shops
+		return shops.Start(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
 	}
 	c1, err := start(1, "bench-1", Common)
 	if err != nil {
@@ -311,7 +162,7 @@ func (h *harness) BenchRun(ctx context.Context, b *Backend, db *sql.DB, Common [
 	defer off.Close()
 	users.Secret = []byte(off.Secret)
 	h.BenchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.Clients)
-	ord, err := h.BenchOrders(ctx, db, off, users, benchRoute{Routing: routeDirect, Urls: off.Urls(), Shops: 1})
+	ord, err := h.BenchOrders(ctx, db, off, users, benchRoute{Routing: report.RouteDirect, Urls: off.Urls(), Shops: 1})
 	br.Orders = append(br.Orders, ord)
 	return err
 }
@@ -319,7 +170,7 @@ func (h *harness) BenchRun(ctx context.Context, b *Backend, db *sql.DB, Common [
 // benchThree runs two and three instances of one cluster (the third idle
 // in the first), reached as deploy/nginx.conf does (the product's orders
 // to one instance), the lab's round robin, and through nginx itself.
-func (h *harness) BenchThree(ctx context.Context, db *sql.DB, start func(int, string, []string) (*Cluster, error), Common []string, users *benchUsers, br *benchReport) error {
+func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), Common []string, users *benchUsers, br *report.Bench) error {
 	c3, err := start(3, "bench-3", Common)
 	if err != nil {
 		return err
@@ -341,27 +192,27 @@ func (h *harness) BenchThree(ctx context.Context, db *sql.DB, start func(int, st
 	}
 	// Two instances; three, against one instance of the same cluster
 	// measured in halves around them; the lab's round robin.
-	two := benchRoute{Routing: routeAffine, Urls: c3.Urls()[:2], Shops: 2, Affine: true}
+	two := benchRoute{Routing: report.RouteAffine, Urls: c3.Urls()[:2], Shops: 2, Affine: true}
 	h.BenchSay("bench: hot product, %d instances, %s, %d clients", two.Shops, two.Routing, h.O.Bench.Clients)
 	ord, err := h.BenchOrders(ctx, db, c3, users, two)
 	br.Orders = append(br.Orders, ord)
 	if err != nil {
 		return err
 	}
-	one := func(window time.Duration) (BenchOrders, error) {
-		rt := benchRoute{Routing: routeDirect, Urls: c3.Urls()[:1], Shops: 1, Window: window}
+	one := func(window time.Duration) (report.BenchOrders, error) {
+		rt := benchRoute{Routing: report.RouteDirect, Urls: c3.Urls()[:1], Shops: 1, Window: window}
 		h.BenchSay("bench: hot product, 1 instance of the three (baseline, %s), %d clients", window, h.O.Bench.Clients)
 		return h.BenchOrders(ctx, db, c3, users, rt)
 	}
-	three := func() (BenchOrders, error) {
-		rt := benchRoute{Routing: routeAffine, Urls: c3.Urls(), Shops: 3, Affine: true}
+	three := func() (report.BenchOrders, error) {
+		rt := benchRoute{Routing: report.RouteAffine, Urls: c3.Urls(), Shops: 3, Affine: true}
 		h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
 		return h.BenchOrders(ctx, db, c3, users, rt)
 	}
 	if err := h.BenchAround(br, one, three); err != nil {
 		return err
 	}
-	spread := benchRoute{Routing: routeSpread, Urls: c3.Urls(), Shops: 3}
+	spread := benchRoute{Routing: report.RouteSpread, Urls: c3.Urls(), Shops: 3}
 	h.BenchSay("bench: hot product, %d instances, %s, %d clients", spread.Shops, spread.Routing, h.O.Bench.Clients)
 	ord, err = h.BenchOrders(ctx, db, c3, users, spread)
 	br.Orders = append(br.Orders, ord)
@@ -372,13 +223,13 @@ func (h *harness) BenchThree(ctx context.Context, db *sql.DB, start func(int, st
 	// behind the same nginx (nginx takes its share of the same cores)
 	// measured in halves around them, on the same cluster and database.
 	if !topo.NginxInstalled() {
-		h.BenchSay("bench: %s", routeNoNginx)
+		h.BenchSay("bench: %s", report.RouteNoNginx)
 		return nil
 	}
-	oneNginx := func(window time.Duration) (BenchOrders, error) {
+	oneNginx := func(window time.Duration) (report.BenchOrders, error) {
 		return h.BenchBehindNginx(ctx, db, c3, c3.Urls()[:1], users, window)
 	}
-	threeNginx := func() (BenchOrders, error) {
+	threeNginx := func() (report.BenchOrders, error) {
 		return h.BenchBehindNginx(ctx, db, c3, c3.Urls(), users, 0)
 	}
 	return h.BenchAround(br, oneNginx, threeNginx)
@@ -389,7 +240,7 @@ func (h *harness) BenchThree(ctx context.Context, db *sql.DB, start func(int, st
 // growing phase by phase, weigh on both sides of their ratio (as the raw
 // ceiling's halves do around the first one-instance phase). Both go into
 // the report, the baseline's halves as one phase.
-func (h *harness) BenchAround(br *benchReport, baseline func(window time.Duration) (BenchOrders, error), test func() (BenchOrders, error)) error {
+func (h runner) BenchAround(br *report.Bench, baseline func(window time.Duration) (report.BenchOrders, error), test func() (report.BenchOrders, error)) error {
 	phase := h.O.Bench.Phase
 	first, err := baseline(phase / 2)
 	if err != nil {
@@ -412,75 +263,24 @@ func (h *harness) BenchAround(br *benchReport, baseline func(window time.Duratio
 	return err
 }
 
-// plus is two halves of one phase as one: counts add up; a latency
-// quantile is the larger of the two halves' (never understated); the
-// mean batch is weighted by the orders each half committed.
-func (o BenchOrders) Plus(p BenchOrders) BenchOrders {
-	out := o
-	out.Committed, out.Seconds = o.Committed+p.Committed, o.Seconds+p.Seconds
-	if out.Seconds > 0 {
-		out.OrdersPerSec = float64(out.Committed) / out.Seconds
-	}
-	if o.BatchMean > 0 && p.BatchMean > 0 {
-		out.BatchMean = float64(out.Committed) / (float64(o.Committed)/o.BatchMean + float64(p.Committed)/p.BatchMean)
-	}
-	out.Series = slices.Clone(o.Series)
-	for _, s := range p.Series {
-		s.T += o.Seconds
-		out.Series = append(out.Series, s)
-	}
-	out.Load = o.Load.Plus(p.Load)
-	out.Answers = out.Load.Answers
-	return out
-}
-
-// plus is two halves of one load as one (see benchOrders.plus).
-func (r benchRate) Plus(s benchRate) benchRate {
-	out := r
-	out.Requests, out.Sent, out.Unanswered = r.Requests+s.Requests, r.Sent+s.Sent, r.Unanswered+s.Unanswered
-	out.Seconds = r.Seconds + s.Seconds
-	if r.Seconds > 0 && s.Seconds > 0 {
-		out.PerSec = (r.PerSec*r.Seconds + s.PerSec*s.Seconds) / out.Seconds
-	}
-	out.P50, out.P90, out.P99, out.Max = max(r.P50, s.P50), max(r.P90, s.P90), max(r.P99, s.P99), max(r.Max, s.Max)
-	out.Answers, out.Failures = addCounts(r.Answers, s.Answers), addCounts(r.Failures, s.Failures)
-	return out
-}
-
-// addCounts is a and b added key by key, in a new map (nil when both are
-// empty, so an absent table stays absent).
-func addCounts(a, b map[string]int) map[string]int {
-	if len(a) == 0 && len(b) == 0 {
-		return a
-	}
-	out := maps.Clone(a)
-	if out == nil {
-		out = map[string]int{}
-	}
-	for k, v := range b {
-		out[k] += v
-	}
-	return out
-}
-
 // benchBuckets is the stock-bucket phase (docs chapter 9), beside the
 // product-affine one: three instances of their own, reached round robin,
 // each starting at its own bucket of a product held in three (instance i
 // at bucket i). Buckets need lock-fence; under another strategy the phase
 // is left out.
-func (h *harness) BenchBuckets(ctx context.Context, b *Backend, db *sql.DB, Common []string, users *benchUsers, br *benchReport) error {
+func (h runner) BenchBuckets(ctx context.Context, b *shops.Backend, db *sql.DB, Common []string, users *benchUsers, br *report.Bench) error {
 	if h.O.Strategy != inventory.LockFence {
 		h.BenchSay("bench: stock buckets need --strategy %s: skipped", inventory.LockFence)
 		return nil
 	}
-	Common, extra := withBuckets(3, slices.DeleteFunc(slices.Clone(Common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
-	c, err := startCluster(ctx, h.Bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.Seq), h.Workdir, Common, extra)
+	Common, extra := shops.WithBuckets(3, slices.DeleteFunc(slices.Clone(Common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
+	c, err := shops.Start(ctx, h.Bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.Seq), h.Workdir, Common, extra)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	users.Secret = []byte(c.Secret)
-	rt := benchRoute{Routing: routeBuckets, Urls: c.Urls(), Shops: 3}
+	rt := benchRoute{Routing: report.RouteBuckets, Urls: c.Urls(), Shops: 3}
 	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
 	ord, err := h.BenchOrders(ctx, db, c, users, rt)
 	br.Orders = append(br.Orders, ord)
@@ -490,18 +290,18 @@ func (h *harness) BenchBuckets(ctx context.Context, b *Backend, db *sql.DB, Comm
 // benchBehindNginx runs a hot-product phase through nginx with
 // deploy/nginx.conf in front of shops (instances of c), measured over
 // window (0: --bench-phase).
-func (h *harness) BenchBehindNginx(ctx context.Context, db *sql.DB, c *Cluster, shops []string, users *benchUsers, window time.Duration) (BenchOrders, error) {
-	front, err := startNginx(ctx, h.Workdir, shops)
+func (h runner) BenchBehindNginx(ctx context.Context, db *sql.DB, c *shops.Cluster, urls []string, users *benchUsers, window time.Duration) (report.BenchOrders, error) {
+	front, err := shops.StartNginx(ctx, h.Workdir, urls)
 	if err != nil {
-		return BenchOrders{Instances: len(shops), Routing: routeNginx}, err
+		return report.BenchOrders{Instances: len(urls), Routing: report.RouteNginx}, err
 	}
 	defer front.Close()
-	rt := benchRoute{Routing: routeNginx, Urls: []string{front.URL()}, Shops: len(shops), Window: window}
+	rt := benchRoute{Routing: report.RouteNginx, Urls: []string{front.URL()}, Shops: len(urls), Window: window}
 	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
 	return h.BenchOrders(ctx, db, c, users, rt)
 }
 
-func (h *harness) BenchOneInstance(ctx context.Context, db *sql.DB, c *Cluster, users *benchUsers, br *benchReport) error {
+func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, br *report.Bench) error {
 	o := h.O.Bench
 	// A fresh database and a fresh instance take some seconds to reach
 	// their steady rate: with the 1 s warm-up of the later phases, this
@@ -518,7 +318,7 @@ func (h *harness) BenchOneInstance(ctx context.Context, db *sql.DB, c *Cluster, 
 	if err != nil {
 		return fmt.Errorf("raw ceiling: %w", err)
 	}
-	first := benchRoute{Routing: routeDirect, Urls: c.Urls(), Shops: 1, Warmup: max(o.Warmup, o.Phase/2)}
+	first := benchRoute{Routing: report.RouteDirect, Urls: c.Urls(), Shops: 1, Warmup: max(o.Warmup, o.Phase/2)}
 	h.BenchSay("bench: hot product, 1 instance, %d clients, %s warm-up", o.Clients, first.Warmup)
 	ord, err := h.BenchOrders(ctx, db, c, users, first)
 	br.Orders = append(br.Orders, ord)
@@ -571,7 +371,7 @@ func (h *harness) BenchOneInstance(ctx context.Context, db *sql.DB, c *Cluster, 
 // routes them, and counts the committed orders in the database over the
 // measured window, sampling the count and the shops' batch sizes every
 // second.
-func (h *harness) BenchOrders(ctx context.Context, db *sql.DB, c *Cluster, users *benchUsers, rt benchRoute) (BenchOrders, error) {
+func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, rt benchRoute) (report.BenchOrders, error) {
 	o := h.O.Bench
 	if rt.Window > 0 {
 		o.Phase = rt.Window
@@ -579,14 +379,14 @@ func (h *harness) BenchOrders(ctx context.Context, db *sql.DB, c *Cluster, users
 	if rt.Warmup > 0 {
 		o.Warmup = rt.Warmup
 	}
-	out := BenchOrders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1")}
+	out := report.BenchOrders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1")}
 	l, product, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.Shops, rt.Routing))
 	if err != nil {
 		return out, err
 	}
 	l.Affine = rt.Affine
 	var (
-		series          []benchSample
+		series          []report.BenchSample
 		count0, count1  int64
 		t0, t1          time.Time
 		sum0, n0        float64
@@ -622,7 +422,7 @@ func (h *harness) BenchOrders(ctx context.Context, db *sql.DB, c *Cluster, users
 			}
 			s, k := batchTotals(ctx, c)
 			dt := now.Sub(prevT).Seconds()
-			smp := benchSample{T: now.Sub(t0).Seconds(), Orders: float64(n-prevCount) / dt}
+			smp := report.BenchSample{T: now.Sub(t0).Seconds(), Orders: float64(n-prevCount) / dt}
 			if k > prevN {
 				smp.BatchMean = (s - prevSum) / (k - prevN)
 			}
@@ -656,7 +456,7 @@ func (h *harness) BenchOrders(ctx context.Context, db *sql.DB, c *Cluster, users
 
 // hotLoad makes a product whose stock does not run out and the load of
 // new buyers ordering it (round robin; the caller may make it affine).
-func hotLoad(ctx context.Context, c *Cluster, users *benchUsers, name string) (benchLoad, int64, error) {
+func hotLoad(ctx context.Context, c *shops.Cluster, users *benchUsers, name string) (benchLoad, int64, error) {
 	p, err := c.Client.CreateProduct(ctx, name, 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
 	if err != nil {
 		return benchLoad{}, 0, err
@@ -674,14 +474,14 @@ func countOrders(ctx context.Context, db *sql.DB, product int64) (int64, error) 
 
 // batchTotals sums the batch-size histogram's _sum and _count over the
 // instances; both are 0 when the shop exposes no such histogram.
-func batchTotals(ctx context.Context, c *Cluster) (sum, count float64) {
+func batchTotals(ctx context.Context, c *shops.Cluster) (sum, count float64) {
 	for i := range c.Instances {
-		m, err := c.Client.Metrics(ctx, i, benchBatchMetric)
+		m, err := c.Client.Metrics(ctx, i, report.BenchBatchMetric)
 		if err != nil {
 			continue
 		}
-		sum += m[benchBatchMetric+"_sum"]
-		count += m[benchBatchMetric+"_count"]
+		sum += m[report.BenchBatchMetric+"_sum"]
+		count += m[report.BenchBatchMetric+"_count"]
 	}
 	return sum, count
 }
@@ -699,8 +499,8 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // benchRawCeiling runs workers transactions of one conditional stock
 // UPDATE + one order INSERT + COMMIT on a product of its own, for d.
-func benchRawCeiling(ctx context.Context, db *sql.DB, workers int, d time.Duration) (benchRaw, error) {
-	out := benchRaw{Workers: workers}
+func benchRawCeiling(ctx context.Context, db *sql.DB, workers int, d time.Duration) (report.BenchRaw, error) {
+	out := report.BenchRaw{Workers: workers}
 	now := time.Now().UTC()
 	res, err := db.ExecContext(ctx, "INSERT INTO products (name, price_cents, stock, fence, version, created_at, updated_at) VALUES (?, ?, ?, 0, 0, ?, ?)",
 		"bench raw ceiling", 100, 1_000_000_000, now, now)
@@ -767,16 +567,14 @@ func rawTx(ctx context.Context, db *sql.DB, product int64, orderNo string, user 
 // benchMemoryPhase runs o.rssClients keep-alive clients on the sold-out
 // path of instance 1 for o.rssDuration and reads its peak RSS: VmHWM, reset
 // at the start (clear_refs 5), and VmRSS sampled every 100 ms.
-func benchMemoryPhase(ctx context.Context, c *Cluster, l benchLoad, o benchOptions) (benchMemory, error) {
-	out := benchMemory{Clients: o.RssClients, Seconds: o.RssDuration.Seconds(), MaxConns: "SHOP_MAX_CONNS default"}
+func benchMemoryPhase(ctx context.Context, c *shops.Cluster, l benchLoad, o harness.BenchOptions) (report.BenchMemory, error) {
+	out := report.BenchMemory{Clients: o.RssClients, Seconds: o.RssDuration.Seconds(), MaxConns: "SHOP_MAX_CONNS default"}
 	for _, kv := range c.Instances[0].Env {
 		if v, ok := strings.CutPrefix(kv, "SHOP_MAX_CONNS="); ok {
 			out.MaxConns = v
 		}
 	}
-	c.Instances[0].mu.Lock()
-	pid := c.Instances[0].cmd.Process.Pid
-	c.Instances[0].mu.Unlock()
+	pid := c.Instances[0].PID()
 	st, err := procStatus(pid)
 	if err != nil {
 		return out, err
@@ -905,6 +703,6 @@ func raiseFDLimit() {
 }
 
 // benchSay prints one progress line of the bench.
-func (h *harness) BenchSay(format string, args ...any) {
+func (h runner) BenchSay(format string, args ...any) {
 	fmt.Fprintf(h.Out, "  "+format+"\n", args...)
 }

@@ -3,8 +3,26 @@ package main
 import (
 	"io"
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/seckill-lab/shop/loadtest/internal/scenario"
+	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
+
+func TestParseFailover(t *testing.T) {
+	o, err := parse([]string{"--scenario", "race,failover"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"race", scenario.FailoverCluster, scenario.FailoverSentinel}; !slices.Equal(o.Scenarios, want) {
+		t.Fatalf("scenarios %v, want %v", o.Scenarios, want)
+	}
+	o, err = parse([]string{"--scenario", scenario.FailoverSentinel, "--expect-5xx", "502,504"}, func(string) string { return "" }, io.Discard)
+	if err != nil || !slices.Equal(o.Scenarios, []string{scenario.FailoverSentinel}) || !slices.Equal(o.Expect5xx, []string{"502", "504"}) {
+		t.Fatalf("%v %v %v", o.Scenarios, o.Expect5xx, err)
+	}
+}
 
 // TestStockBucketsOption: --stock-buckets K gives every shop
 // SHOP_STOCK_BUCKETS=K and instance i SHOP_HOME_BUCKET=i; it needs
@@ -19,7 +37,7 @@ func TestStockBucketsOption(t *testing.T) {
 	if _, err := parse([]string{"--stock-buckets", "3", "--strategy", "redis-gate"}, none, io.Discard); err == nil {
 		t.Error("--stock-buckets 3 with redis-gate accepted; the shops would refuse to start")
 	}
-	Common, extra := withBuckets(3, []string{"SHOP_STOCK_STRATEGY=lock-fence"}, func(i int) []string {
+	Common, extra := shops.WithBuckets(3, []string{"SHOP_STOCK_STRATEGY=lock-fence"}, func(i int) []string {
 		if i == 1 {
 			return []string{"X=1"}
 		}
@@ -34,7 +52,7 @@ func TestStockBucketsOption(t *testing.T) {
 	if got := extra(2); !reflect.DeepEqual(got, []string{"SHOP_HOME_BUCKET=2"}) {
 		t.Errorf("instance 2 = %v", got)
 	}
-	if c, x := withBuckets(1, []string{"A=1"}, nil); !reflect.DeepEqual(c, []string{"A=1"}) || x != nil {
+	if c, x := shops.WithBuckets(1, []string{"A=1"}, nil); !reflect.DeepEqual(c, []string{"A=1"}) || x != nil {
 		t.Errorf("one bucket changed the settings: %v", c)
 	}
 }

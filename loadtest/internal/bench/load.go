@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The bench's load generator: closed-loop keep-alive clients, user tokens
 // minted in process, answers counted without decoding them.
@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-lab/shop/loadtest/internal/report"
 )
 
 // benchUsers hands out distinct buyer ids and their bearer headers, minted
@@ -141,8 +143,8 @@ const benchPool = 100_000
 // instance when l.affine; a client whose instance fails moves to the next
 // in its ranking) for warmup + d and reports
 // the answers of the requests that started in the window.
-func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, d time.Duration) (benchRate, error) {
-	out := benchRate{Clients: Clients, Answers: map[string]int{}}
+func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, d time.Duration) (report.BenchRate, error) {
+	out := report.BenchRate{Clients: Clients, Answers: map[string]int{}}
 	targets := make([]*url.URL, len(urls))
 	for i, s := range urls {
 		u, err := url.Parse(s + l.path)
@@ -197,7 +199,7 @@ func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, 
 		if !r.Answered {
 			out.Unanswered++
 		}
-		out.Answers, out.Failures = addCounts(out.Answers, r.Answers), addCounts(out.Failures, r.Failures)
+		out.Answers, out.Failures = report.AddCounts(out.Answers, r.Answers), report.AddCounts(out.Failures, r.Failures)
 		if r.err != nil && ctx.Err() == nil {
 			return out, r.err
 		}
@@ -213,7 +215,7 @@ func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, 
 		out.P50, out.P90, out.P99, out.Max = q(0.50), q(0.90), q(0.99), q(1)
 	}
 	if good == 0 {
-		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.Want, l.WantCode), out.Requests, answersText(out.Answers))
+		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.Want, l.WantCode), out.Requests, report.Outcomes(out.Answers))
 	}
 	return out, ctx.Err()
 }
@@ -340,5 +342,3 @@ func statusText(s int) string {
 	}
 	return strconv.Itoa(s)
 }
-
-func answersText(m map[string]int) string { return outcomes(m) }

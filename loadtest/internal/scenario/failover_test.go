@@ -1,13 +1,12 @@
-package main
+package scenario
 
 import (
-	"io"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/report"
 )
 
 // TestA1FailsOnServerErrors: any scenario with a 5xx other than 503 fails,
@@ -24,30 +23,16 @@ func TestA1FailsOnServerErrors(t *testing.T) {
 		{map[string]int{"201": 10, "504": 2}, []string{"504"}, true},
 		{map[string]int{"201": 10, "500 internal": 1, "504": 2}, []string{"504"}, false},
 	} {
-		r := scenarioReport{Pass: true, Summary: loadgen.Summary{ByOutcome: tt.outcomes}}
+		r := report.Scenario{Pass: true, Summary: loadgen.Summary{ByOutcome: tt.outcomes}}
 		checkA1(&r, tt.Expected)
 		if r.Pass != tt.Pass {
 			t.Errorf("%v (expected %v): pass %v, want %v; notes %q", tt.outcomes, tt.Expected, r.Pass, tt.Pass, r.Notes)
 		}
 	}
 	// A compare row's 500 counts too.
-	r := scenarioReport{Pass: true, Compare: []compareRow{{Summary: loadgen.Summary{ByOutcome: map[string]int{"500 internal": 1}}}}}
+	r := report.Scenario{Pass: true, Compare: []report.CompareRow{{Summary: loadgen.Summary{ByOutcome: map[string]int{"500 internal": 1}}}}}
 	if checkA1(&r, nil); r.Pass {
 		t.Error("a 500 in a compare row passed")
-	}
-}
-
-func TestParseFailover(t *testing.T) {
-	o, err := parse([]string{"--scenario", "race,failover"}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"race", failoverCluster, failoverSentinel}; !slices.Equal(o.Scenarios, want) {
-		t.Fatalf("scenarios %v, want %v", o.Scenarios, want)
-	}
-	o, err = parse([]string{"--scenario", failoverSentinel, "--expect-5xx", "502,504"}, func(string) string { return "" }, io.Discard)
-	if err != nil || !slices.Equal(o.Scenarios, []string{failoverSentinel}) || !slices.Equal(o.Expect5xx, []string{"502", "504"}) {
-		t.Fatalf("%v %v %v", o.Scenarios, o.Expect5xx, err)
 	}
 }
 
@@ -73,7 +58,7 @@ func TestDescribeFailover(t *testing.T) {
 		rec(1, 201, 1900, 2000),
 		rec(1, 0, 5000, 7000), // after the next fault
 	}}
-	f := failoverRow{Start: t0, PromotedAt: at(1000), Bound: 6 * time.Second,
+	f := report.FailoverRow{Start: t0, PromotedAt: at(1000), Bound: 6 * time.Second,
 		Before: map[string]float64{"shop_inventory_stale_fence_rejections_total": 2}}
 	describeFailover(&f, res, 1, map[string]float64{"shop_inventory_stale_fence_rejections_total": 5}, at(4000), 3*time.Second)
 	if f.Recovery != 1700*time.Millisecond {
@@ -89,11 +74,11 @@ func TestDescribeFailover(t *testing.T) {
 		t.Errorf("answers in the window %v", f.ByStatus)
 	}
 	var b strings.Builder
-	writeFailover(&b, []failoverRow{f})
+	report.WriteFailover(&b, []report.FailoverRow{f})
 	if !strings.Contains(b.String(), "1700ms") {
 		t.Errorf("table lacks the recovery:\n%s", b.String())
 	}
-	if h := failoverHTML([]failoverRow{f}); !strings.Contains(h, "<td class=ok>1700ms</td>") {
+	if h := report.FailoverHTML([]report.FailoverRow{f}); !strings.Contains(h, "<td class=ok>1700ms</td>") {
 		t.Errorf("report.html row lacks the recovery within its bound:\n%s", h)
 	}
 }

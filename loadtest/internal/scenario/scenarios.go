@@ -1,9 +1,8 @@
-package main
+package scenario
 
 import (
 	"context"
 	"fmt"
-	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"math"
 	"net/http"
 	"sort"
@@ -12,92 +11,24 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-lab/shop/loadtest/internal/harness"
+
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/report"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
-// scenarioReport is everything one scenario run reports.
-type scenarioReport struct {
-	Name      string             `json:"name"`
-	Title     string             `json:"title"`
-	Setup     string             `json:"setup"`
-	Strategy  string             `json:"strategy"`
-	Params    map[string]any     `json:"params"`
-	Started   time.Time          `json:"started"`
-	Elapsed   time.Duration      `json:"elapsed_ns"`
-	Summary   loadgen.Summary    `json:"summary"`
-	Series    []loadgen.Point    `json:"series"`
-	Verdict   *verify.Verdict    `json:"verdict,omitempty"`
-	Metrics   map[string]float64 `json:"metrics,omitempty"`
-	Faults    []Fault            `json:"faults,omitempty"`
-	Compare   []compareRow       `json:"compare,omitempty"`
-	Bench     *benchReport       `json:"bench,omitempty"`
-	Failover  []failoverRow      `json:"failover,omitempty"`
-	Notes     []string           `json:"notes,omitempty"`
-	Pass      bool               `json:"pass"`
-	Error     string             `json:"error,omitempty"`
-	Unsettled int                `json:"unsettled,omitempty"`
-	// Linearizable: were the clients' histories linearizable (every
-	// compare row's, for compare)? nil: unknown or not checked.
-	Linearizable *bool `json:"linearizable"`
-	// ViaAPI: the shops were --targets, judged through the audit route
-	// (no verify.L2: the ledger's fences are not exposed).
-	ViaAPI bool `json:"via_api,omitempty"`
-}
-
-func (h *harness) Run(ctx context.Context, name string) scenarioReport {
-	ctx, cancel := context.WithTimeout(ctx, h.O.MaxDuration)
-	defer cancel()
-	start := time.Now()
-	var r scenarioReport
-	switch name {
-	case "race":
-		r = h.Race(ctx)
-	case "retry":
-		r = h.Retry(ctx)
-	case "pay":
-		r = h.Pay(ctx)
-	case "chaos":
-		r = h.Chaos(ctx)
-	case "compare":
-		r = h.Compare(ctx)
-	case "bench":
-		r = h.Bench(ctx)
-	case failoverCluster, failoverSentinel:
-		r = h.Failover(ctx, name)
-	}
-	checkA1(&r, h.O.Expect5xx)
-	r.Name, r.Started, r.Elapsed = name, start, time.Since(start)
-	r.ViaAPI = len(h.O.Targets) > 0
-	if r.Error != "" {
-		r.Pass = false
-	}
-	return r
-}
-
-// fill puts a load result and its verdict into the report.
-func (r *scenarioReport) Fill(recs []loadgen.Record, v verify.Verdict, err error) {
-	r.Summary = loadgen.Summarize(recs)
-	r.Series = loadgen.Series(recs, 60)
-	if err != nil {
-		r.Error = err.Error()
-		return
-	}
-	r.Verdict = &v
-	r.Pass = v.OK()
-	r.Linearizable = v.Linearizable
-}
-
-func (h *harness) RaceConfig(e *Env, name string) loadgen.Config {
+func (h runner) RaceConfig(e *harness.Env, name string) loadgen.Config {
 	return loadgen.Config{Client: e.Client, AdminToken: e.Client.AdminToken, Users: h.O.Users, Stock: int64(h.O.Stock),
 		Concurrency: h.O.Concurrency, Timeout: h.O.Timeout, Progress: h.Progress(name)}
 }
 
 // race: U buyers, one seckill request each, S units, spread round-robin.
-func (h *harness) Race(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("flash-sale race: %d buyers, one request each, %d units", h.O.Users, h.O.Stock),
+func (h runner) Race(ctx context.Context) report.Scenario {
+	r := report.Scenario{Title: fmt.Sprintf("flash-sale race: %d buyers, one request each, %d units", h.O.Users, h.O.Stock),
 		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "concurrency": h.O.Concurrency}}
-	e, err := h.Setup(ctx, "race", Setup{})
+	e, err := h.Setup(ctx, "race", harness.Setup{})
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -107,12 +38,12 @@ func (h *harness) Race(ctx context.Context) scenarioReport {
 	s := e.Sample(ctx)
 	res, err := loadgen.Race(ctx, h.RaceConfig(e, "race"))
 	h.EndProgress()
-	r.Metrics = pickMetrics(s.Totals())
+	r.Metrics = harness.PickMetrics(s.Totals())
 	if err != nil {
 		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("race: %w", err))
 		return r
 	}
-	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
+	v, err := e.Verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.Fill(res.Records, v, err)
 	if err == nil && h.O.Users >= h.O.Stock && v.Counts.StockLeft > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d units left unsold although there were more buyers than units (answers other than 201/409: see outcomes)", v.Counts.StockLeft))
@@ -124,10 +55,10 @@ func (h *harness) Race(ctx context.Context) scenarioReport {
 // client timeout shorter than the server's work; 40% place regular orders
 // with an Idempotency-Key. One instance in three pauses a few lock holders
 // (SHOP_LAB_PAUSE_AFTER_LOCK below the lock TTL) so timeouts bite.
-func (h *harness) Retry(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("retry storm: %d buyers x %d sends (seckill and regular, same key), %d units each", h.O.Users, h.O.Retries, h.O.Stock),
+func (h runner) Retry(ctx context.Context) report.Scenario {
+	r := report.Scenario{Title: fmt.Sprintf("retry storm: %d buyers x %d sends (seckill and regular, same key), %d units each", h.O.Users, h.O.Retries, h.O.Stock),
 		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": h.O.Retries, "tiny_timeout": h.O.TinyTimeout.String(), "regular_share": 0.4}}
-	e, err := h.Setup(ctx, "retry", Setup{Common: []string{"SHOP_LAB_PAUSE_AFTER_LOCK=300ms", "SHOP_LAB_PAUSE_PROBABILITY=0.02"}})
+	e, err := h.Setup(ctx, "retry", harness.Setup{Common: []string{"SHOP_LAB_PAUSE_AFTER_LOCK=300ms", "SHOP_LAB_PAUSE_PROBABILITY=0.02"}})
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -139,12 +70,12 @@ func (h *harness) Retry(ctx context.Context) scenarioReport {
 	s := e.Sample(ctx)
 	res, err := loadgen.Race(ctx, cfg)
 	h.EndProgress()
-	r.Metrics = pickMetrics(s.Totals())
+	r.Metrics = harness.PickMetrics(s.Totals())
 	if err != nil {
 		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("retry: %w", err))
 		return r
 	}
-	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
+	v, err := e.Verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.Fill(res.Records, v, err)
 	gaveUp := 0
 	for _, x := range res.Records {
@@ -159,10 +90,10 @@ func (h *harness) Retry(ctx context.Context) scenarioReport {
 // pay: orders paid with concurrent duplicates, timeouts and retries (same
 // key), new keys, insufficient funds, and late payments racing a 2s payment
 // timeout and its sweeper.
-func (h *harness) Pay(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("payments: %d orders, duplicate and retried pays racing a %s payment timeout", h.O.PayBuyers, h.O.PaymentTimeout),
+func (h runner) Pay(ctx context.Context) report.Scenario {
+	r := report.Scenario{Title: fmt.Sprintf("payments: %d orders, duplicate and retried pays racing a %s payment timeout", h.O.PayBuyers, h.O.PaymentTimeout),
 		Params: map[string]any{"orders": h.O.PayBuyers, "payment_timeout": h.O.PaymentTimeout.String(), "sweep_interval": h.O.SweepInterval.String()}}
-	e, err := h.Setup(ctx, "pay", Setup{Common: []string{"SHOP_PAYMENT_TIMEOUT=" + h.O.PaymentTimeout.String(), "SHOP_SWEEP_INTERVAL=" + h.O.SweepInterval.String()}})
+	e, err := h.Setup(ctx, "pay", harness.Setup{Common: []string{"SHOP_PAYMENT_TIMEOUT=" + h.O.PaymentTimeout.String(), "SHOP_SWEEP_INTERVAL=" + h.O.SweepInterval.String()}})
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -178,7 +109,7 @@ func (h *harness) Pay(ctx context.Context) scenarioReport {
 		return r
 	}
 	r.Unsettled = res.Unsettled
-	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock(), Settled: true, Wallets: res.Wallets}, res.Tokens())
+	v, err := e.Verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock(), Settled: true, Wallets: res.Wallets}, res.Tokens())
 	r.Fill(res.Records, v, err)
 	groups := map[string]int{}
 	for _, g := range res.Groups {
@@ -196,29 +127,15 @@ func (h *harness) Pay(ctx context.Context) scenarioReport {
 	return r
 }
 
-// fault is one injected failure and what it did.
-type Fault struct {
-	Name     string        `json:"name"`
-	At       time.Duration `json:"at_ns"` // from the start of the load
-	Lasted   time.Duration `json:"lasted_ns"`
-	Target   string        `json:"target"`
-	Effect   string        `json:"effect"`
-	Err      string        `json:"error,omitempty"`
-	Restarts int           `json:"restarts,omitempty"` // process starts it took to come back
-	Instance int           `json:"-"`
-	Start    time.Time     `json:"-"`
-	End      time.Time     `json:"-"`
-}
-
 // chaos: a paced race with regular orders and retries while the harness
 // SIGKILLs and restarts an instance, restarts and flushes a private Redis,
 // and SIGSTOPs an instance past the lock TTL; a third instance pauses some
 // lock holders past their TTL on its own. Every invariant must still hold.
-func (h *harness) Chaos(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("chaos: %d buyers over %s with SIGKILL, Redis restart and FLUSHALL, SIGSTOP past the lock TTL", h.O.Users, h.O.ChaosDuration),
+func (h runner) Chaos(ctx context.Context) report.Scenario {
+	r := report.Scenario{Title: fmt.Sprintf("chaos: %d buyers over %s with SIGKILL, Redis restart and FLUSHALL, SIGSTOP past the lock TTL", h.O.Users, h.O.ChaosDuration),
 		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "duration": h.O.ChaosDuration.String(), "lock_ttl": "1s", "lock_wait": "1s"}}
 	if len(h.O.Targets) > 0 {
-		r.Error = "chaos " + errTargetMode.Error()
+		r.Error = "chaos " + harness.ErrTargetMode.Error()
 		return r
 	}
 	if h.O.Instances < 2 {
@@ -233,7 +150,7 @@ func (h *harness) Chaos(ctx context.Context) scenarioReport {
 	// product is restocked halfway.
 	unpaid := (h.O.ChaosDuration / 3).Round(time.Second)
 	r.Params["payment_timeout"] = unpaid.String()
-	e, err := h.Setup(ctx, "chaos", Setup{Private: true,
+	e, err := h.Setup(ctx, "chaos", harness.Setup{Private: true,
 		Common: []string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(),
 			"SHOP_PAYMENT_TIMEOUT=" + unpaid.String(), "SHOP_SWEEP_INTERVAL=500ms"},
 		Extra: func(i int) []string {
@@ -277,7 +194,7 @@ func (h *harness) Chaos(ctx context.Context) scenarioReport {
 		case <-ctx.Done():
 		}
 	}()
-	injected := make(chan []Fault, 1)
+	injected := make(chan []report.Fault, 1)
 	go func() { injected <- InjectFaults(ctx, e, chaosSchedule(ttl), h.O.ChaosDuration, faultStart) }()
 	restocked := make(chan error, 1)
 	go func() {
@@ -293,18 +210,18 @@ func (h *harness) Chaos(ctx context.Context) scenarioReport {
 	Faults := <-injected
 	restockErr := <-restocked
 	_ = e.Cluster.Signal(0, syscall.SIGCONT) // in case the load ended first
-	r.Metrics = pickMetrics(s.Totals())
+	r.Metrics = harness.PickMetrics(s.Totals())
 	if err != nil {
 		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("chaos: %w", err))
 		return r
 	}
-	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
+	v, err := e.Verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.Fill(res.Records, v, err)
 	r.Faults = describeFaults(Faults, res, len(e.Cluster.Instances), ttl, wait)
 	judgeFaults(&r, v, err, Faults, res, ttl, wait)
 	if restockErr != nil {
 		r.Pass = false
-		r.Notes = append(r.Notes, "FAIL: the halfway restock of the hot product failed: "+firstLine(restockErr.Error()))
+		r.Notes = append(r.Notes, "FAIL: the halfway restock of the hot product failed: "+report.FirstLine(restockErr.Error()))
 	}
 	return r
 }
@@ -314,32 +231,32 @@ func (h *harness) Chaos(ctx context.Context) scenarioReport {
 // and notes in f what went wrong.
 type scheduledFault struct {
 	At     float64
-	Fault  Fault // Name, Target and instance (-1: Redis)
-	redis  bool  // a Redis fault: skipped on a shared Redis, Target names its kind
-	Inject func(ctx context.Context, e *Env, f *Fault)
+	Fault  report.Fault // Name, Target and instance (-1: Redis)
+	redis  bool         // a Redis fault: skipped on a shared Redis, Target names its kind
+	Inject func(ctx context.Context, e *harness.Env, f *report.Fault)
 }
 
 // chaosSchedule is the chaos scenario's faults, in the order they happen.
 func chaosSchedule(ttl time.Duration) []scheduledFault {
-	note := func(f *Fault, err error) {
+	note := func(f *report.Fault, err error) {
 		if err != nil {
 			f.Err = err.Error()
 		}
 	}
 	return []scheduledFault{
-		{At: 0.2, Fault: Fault{Name: "SIGKILL + restart", Instance: 1, Target: "instance 2"},
-			Inject: func(ctx context.Context, e *Env, f *Fault) {
+		{At: 0.2, Fault: report.Fault{Name: "SIGKILL + restart", Instance: 1, Target: "instance 2"},
+			Inject: func(ctx context.Context, e *harness.Env, f *report.Fault) {
 				note(f, e.Cluster.Kill(1))
 				sleep(ctx, time.Second)
 				note(f, e.Cluster.Restart(ctx, 1))
 				f.Restarts = e.Cluster.Instances[1].Starts - 1
 			}},
-		{At: 0.4, Fault: Fault{Name: "Redis restart", Instance: -1}, redis: true,
-			Inject: func(ctx context.Context, e *Env, f *Fault) { note(f, e.Backend.RestartRedis(ctx)) }},
-		{At: 0.55, Fault: Fault{Name: "Redis FLUSHALL", Instance: -1}, redis: true,
-			Inject: func(ctx context.Context, e *Env, f *Fault) { note(f, e.Backend.FlushRedis(ctx)) }},
-		{At: 0.7, Fault: Fault{Name: "SIGSTOP past the lock TTL, then SIGCONT", Instance: 0, Target: "instance 1"},
-			Inject: func(ctx context.Context, e *Env, f *Fault) {
+		{At: 0.4, Fault: report.Fault{Name: "Redis restart", Instance: -1}, redis: true,
+			Inject: func(ctx context.Context, e *harness.Env, f *report.Fault) { note(f, e.Backend.RestartRedis(ctx)) }},
+		{At: 0.55, Fault: report.Fault{Name: "Redis FLUSHALL", Instance: -1}, redis: true,
+			Inject: func(ctx context.Context, e *harness.Env, f *report.Fault) { note(f, e.Backend.FlushRedis(ctx)) }},
+		{At: 0.7, Fault: report.Fault{Name: "SIGSTOP past the lock TTL, then SIGCONT", Instance: 0, Target: "instance 1"},
+			Inject: func(ctx context.Context, e *harness.Env, f *report.Fault) {
 				note(f, e.Cluster.Signal(0, syscall.SIGSTOP))
 				sleep(context.WithoutCancel(ctx), ttl+time.Second)
 				note(f, e.Cluster.Signal(0, syscall.SIGCONT))
@@ -350,14 +267,14 @@ func chaosSchedule(ttl time.Duration) []scheduledFault {
 // injectFaults waits for the load to start (its time arrives on loadStart),
 // then injects each scheduled fault at its time into a run of the given
 // duration, and returns what it injected.
-func InjectFaults(ctx context.Context, e *Env, schedule []scheduledFault, duration time.Duration, loadStart <-chan time.Time) []Fault {
+func InjectFaults(ctx context.Context, e *harness.Env, schedule []scheduledFault, duration time.Duration, loadStart <-chan time.Time) []report.Fault {
 	var t0 time.Time
 	select {
 	case t0 = <-loadStart:
 	case <-ctx.Done():
 		return nil
 	}
-	var Faults []Fault
+	var Faults []report.Fault
 	for _, sf := range schedule {
 		if sf.redis && e.Backend.RedisKind == "shared" {
 			continue
@@ -381,7 +298,7 @@ func InjectFaults(ctx context.Context, e *Env, schedule []scheduledFault, durati
 // raceClocked runs the race (reporting progress as cfg says) and sends on
 // loadStart when its buyers start: Race creates products and logs buyers in
 // first, and the faults' clock starts with the buyers.
-func (h *harness) RaceClocked(ctx context.Context, cfg loadgen.Config, loadStart chan<- time.Time) (loadgen.Result, error) {
+func (h runner) RaceClocked(ctx context.Context, cfg loadgen.Config, loadStart chan<- time.Time) (loadgen.Result, error) {
 	inner := cfg.Progress
 	once := sync.Once{}
 	cfg.Progress = func(st loadgen.Stats) {
@@ -399,11 +316,11 @@ func (h *harness) RaceClocked(ctx context.Context, cfg loadgen.Config, loadStart
 // judgeFaults fails a chaos run whose faults were not all carried out, or
 // none at all, and adds L3 (no two holders of a lock at once, judged from
 // the faults' times) to its verdict.
-func judgeFaults(r *scenarioReport, v verify.Verdict, err error, Faults []Fault, res loadgen.Result, ttl, wait time.Duration) {
+func judgeFaults(r *report.Scenario, v verify.Verdict, err error, Faults []report.Fault, res loadgen.Result, ttl, wait time.Duration) {
 	for _, f := range r.Faults {
 		if f.Err != "" {
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the fault %q was not carried out as planned, so the run proves less than it should: %s", f.Name, firstLine(f.Err)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the fault %q was not carried out as planned, so the run proves less than it should: %s", f.Name, report.FirstLine(f.Err)))
 		}
 	}
 	if len(r.Faults) == 0 {
@@ -437,8 +354,8 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // describeFaults says what each fault did to the clients: answers in the
 // window from the fault to a second after it ended.
-func describeFaults(fs []Fault, res loadgen.Result, n int, ttl, wait time.Duration) []Fault {
-	out := make([]Fault, 0, len(fs))
+func describeFaults(fs []report.Fault, res loadgen.Result, n int, ttl, wait time.Duration) []report.Fault {
+	out := make([]report.Fault, 0, len(fs))
 	for _, f := range fs {
 		f.At, f.Lasted = f.Start.Sub(res.Started), f.End.Sub(f.Start)
 		var total, noAnswer, fivexx, busy, slow, onTarget, onTargetFailed int
@@ -483,7 +400,7 @@ func describeFaults(fs []Fault, res loadgen.Result, n int, ttl, wait time.Durati
 
 // firstLockPathSuccess is how long after a kill another instance created
 // an order (201: the deduction went through the product lock).
-func firstLockPathSuccess(res loadgen.Result, f Fault) (time.Duration, bool) {
+func firstLockPathSuccess(res loadgen.Result, f report.Fault) (time.Duration, bool) {
 	for _, r := range res.Records {
 		if r.Status == http.StatusCreated && r.Target != f.Instance && r.Start.After(f.Start) {
 			return r.End.Sub(f.Start), true
@@ -495,7 +412,7 @@ func firstLockPathSuccess(res loadgen.Result, f Fault) (time.Duration, bool) {
 // checkL3: a SIGKILLed instance's lock is free within its TTL, so another
 // instance creates an order within TTL + lock wait (+3s for a loaded
 // machine) of the kill, as long as orders were still being asked for.
-func checkL3(fs []Fault, res loadgen.Result, ttl, wait time.Duration) *verify.Violation {
+func checkL3(fs []report.Fault, res loadgen.Result, ttl, wait time.Duration) *verify.Violation {
 	for _, f := range fs {
 		if f.Name != "SIGKILL + restart" {
 			continue
@@ -518,35 +435,13 @@ func checkL3(fs []Fault, res loadgen.Result, ttl, wait time.Duration) *verify.Vi
 	return nil
 }
 
-// compareRow is one strategy's line of the comparison table.
-type compareRow struct {
-	Row        string          `json:"row"`
-	Strategy   string          `json:"strategy"`
-	Settings   string          `json:"settings"`
-	Safe       bool            `json:"expected_safe"`
-	Orders     int64           `json:"orders"`
-	Oversold   int64           `json:"oversold_units"`
-	Duplicates int64           `json:"duplicate_orders"`
-	LostAcks   int             `json:"lost_acks"`
-	Undersold  int             `json:"undersold"`
-	StaleFence int64           `json:"stale_fence_accepted"`
-	Violated   []string        `json:"violated"`
-	Summary    loadgen.Summary `json:"summary"`
-	Error      string          `json:"error,omitempty"`
-	Rejected   float64         `json:"stale_fence_rejections"`
-	// Linearizable is the row's histories' verdict (nil: unknown).
-	Linearizable *bool                 `json:"linearizable"`
-	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
-	Violations   []verify.Violation    `json:"-"`
-}
-
 // compare runs the same race + retry load against every strategy, and
 // against lock-fence with idempotency off, each on a fresh backend.
-func (h *harness) Compare(ctx context.Context) scenarioReport {
-	r := scenarioReport{Title: fmt.Sprintf("strategies compared: %d buyers x %d sends, %d units (same load per row)", h.O.Users, h.O.Retries, h.O.Stock),
+func (h runner) Compare(ctx context.Context) report.Scenario {
+	r := report.Scenario{Title: fmt.Sprintf("strategies compared: %d buyers x %d sends, %d units (same load per row)", h.O.Users, h.O.Retries, h.O.Stock),
 		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": h.O.Retries}}
 	if len(h.O.Targets) > 0 {
-		r.Error = "compare " + errTargetMode.Error()
+		r.Error = "compare " + harness.ErrTargetMode.Error()
 		return r
 	}
 	// The pause makes a lock holder outlive its lease: `lock` then oversells,
@@ -575,8 +470,8 @@ func (h *harness) Compare(ctx context.Context) scenarioReport {
 		if ctx.Err() != nil {
 			break
 		}
-		cr := compareRow{Row: row.row, Strategy: row.Strategy, Settings: strings.Join(row.Settings, " "), Safe: row.Safe}
-		e, err := h.Setup(ctx, "compare-"+row.Strategy, Setup{Strategy: row.Strategy, Common: row.Settings})
+		cr := report.CompareRow{Row: row.row, Strategy: row.Strategy, Settings: strings.Join(row.Settings, " "), Safe: row.Safe}
+		e, err := h.Setup(ctx, "compare-"+row.Strategy, harness.Setup{Strategy: row.Strategy, Common: row.Settings})
 		if err != nil {
 			cr.Error = err.Error()
 			r.Compare = append(r.Compare, cr)
@@ -595,7 +490,7 @@ func (h *harness) Compare(ctx context.Context) scenarioReport {
 		all = append(all, res.Records...)
 		if err == nil {
 			var v verify.Verdict
-			v, err = e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
+			v, err = e.Verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 			if err == nil {
 				cr.Orders, cr.Oversold, cr.Duplicates = v.Counts.Orders, v.Counts.Oversold, v.Counts.Duplicates
 				cr.LostAcks, cr.Undersold, cr.StaleFence = v.Counts.LostAcks, v.Counts.Undersold, v.Counts.StaleFence
@@ -616,7 +511,7 @@ func (h *harness) Compare(ctx context.Context) scenarioReport {
 		r.Compare = append(r.Compare, cr)
 	}
 	r.Summary = loadgen.Summarize(all)
-	r.Linearizable = allLinearizable(r.Compare)
+	r.Linearizable = report.AllLinearizable(r.Compare)
 	r.Pass = safeClean && unsafeCaught
 	r.Strategy = "all"
 	if !safeClean {
@@ -626,30 +521,4 @@ func (h *harness) Compare(ctx context.Context) scenarioReport {
 		r.Notes = append(r.Notes, "FAIL: no unsafe row showed a violation: a checker that cannot fail is broken")
 	}
 	return r
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// allLinearizable is the verdict over several rows: false when one is not
-// linearizable, else nil when one is unknown (or errored), else true.
-func allLinearizable(rows []compareRow) *bool {
-	out := true
-	unknown := len(rows) == 0
-	for _, c := range rows {
-		switch {
-		case c.Linearizable == nil:
-			unknown = true
-		case !*c.Linearizable:
-			out = false
-		}
-	}
-	if out && unknown {
-		return nil
-	}
-	return &out
 }

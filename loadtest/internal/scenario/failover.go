@@ -1,12 +1,9 @@
-package main
+package scenario
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/seckill-lab/shop/loadtest/internal/verify"
-	"html"
-	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -14,48 +11,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-lab/shop/loadtest/internal/harness"
+
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/topo"
+	"github.com/seckill-lab/shop/loadtest/internal/report"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
 // The failover scenario runs in two parts, one per Redis topology, each
 // with its own backend and shops: "failover" on the command line means both.
 const (
-	failoverCluster  = "failover-cluster"
-	failoverSentinel = "failover-sentinel"
+	FailoverCluster  = "failover-cluster"
+	FailoverSentinel = "failover-sentinel"
 )
-
-// failoverRow is one fault of the failover scenario as the report shows it.
-type failoverRow struct {
-	Fault  string        `json:"fault"`
-	Target string        `json:"target"` // the master that went away
-	At     time.Duration `json:"at_ns"`  // from the start of the load
-	// Promoted: until the topology named a new master for the hot lock.
-	Promoted time.Duration `json:"promoted_after_ns"`
-	// Recovery: until orders of the hot product flow again: its first 201
-	// after the last of its sends that failed in the fault's span. 0: none.
-	Recovery time.Duration `json:"recovery_ns"`
-	// Bound is A2's limit on Recovery: lock TTL + promotion + 3 s slack.
-	Bound time.Duration `json:"bound_ns"`
-	// StockLeft: units of the hot product left when the fault was injected
-	// (the database's); 0 fails the run, which then proves nothing about
-	// the sale resuming.
-	StockLeft int64 `json:"stock_left"`
-	Restocked int64 `json:"restocked"` // units added to the hot product before the fault, in all
-	// Slow: answers in the fault's span that took longer than lock wait +
-	// 1 s, and NoAnswer: requests the client gave up on (see Record).
-	Slow     int `json:"slow"`
-	NoAnswer int `json:"no_answer"`
-	// ByStatus: answers to requests that overlapped the window (fault to
-	// recovery), by outcome.
-	ByStatus    map[string]int     `json:"by_status"`
-	StaleFences float64            `json:"stale_fence_rejections"`    // from the fault to the next one (or the end)
-	LocksLost   float64            `json:"locks_lost_before_release"` // same span
-	Err         string             `json:"error,omitempty"`
-	Start       time.Time          `json:"-"`
-	PromotedAt  time.Time          `json:"-"`
-	Before      map[string]float64 `json:"-"` // shop metrics at the fault
-}
 
 // topology is the Redis a failover part runs on and the faults it injects.
 type topology struct {
@@ -79,15 +48,15 @@ type plannedFault struct {
 // Sentinel group (SENTINEL FAILOVER, later SIGKILL of the new master).
 // Passes only when every invariant holds, every fault was carried out,
 // orders flowed again within A2's bound, and no answer was a 500.
-func (h *harness) Failover(ctx context.Context, part string) scenarioReport {
+func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 	// A request is answered within the lock wait + 1 s: its deadline is the
 	// lock wait + 0.2 s, then at most one transaction and keeping its
 	// idempotency record (0.5 s at most).
 	const ttl, wait, reqTimeout = 2 * time.Second, 2 * time.Second, 2200 * time.Millisecond
-	r := scenarioReport{Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": 2, "duration": h.O.ChaosDuration.String(),
+	r := report.Scenario{Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": 2, "duration": h.O.ChaosDuration.String(),
 		"lock_ttl": ttl.String(), "lock_wait": wait.String(), "request_timeout": reqTimeout.String()}}
 	if len(h.O.Targets) > 0 {
-		r.Error = part + " " + errTargetMode.Error()
+		r.Error = part + " " + harness.ErrTargetMode.Error()
 		return r
 	}
 	topo, err := startTopology(ctx, part)
@@ -97,7 +66,7 @@ func (h *harness) Failover(ctx context.Context, part string) scenarioReport {
 	}
 	defer topo.Close()
 	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.Desc, h.O.Users, h.O.ChaosDuration, faultNames(topo.Faults))
-	e, err := h.Setup(ctx, part, Setup{RedisURL: topo.Url,
+	e, err := h.Setup(ctx, part, harness.Setup{RedisURL: topo.Url,
 		Common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, topo.Env...)})
 	if err != nil {
 		r.Error = err.Error()
@@ -129,7 +98,7 @@ func (h *harness) Failover(ctx context.Context, part string) scenarioReport {
 	cfg.Timeout = min(h.O.Timeout, 5*time.Second)
 
 	s := e.Sample(ctx)
-	var rows []failoverRow
+	var rows []report.FailoverRow
 	loadStart := make(chan time.Time, 1)
 	faultsDone := make(chan struct{})
 	go func() {
@@ -138,12 +107,12 @@ func (h *harness) Failover(ctx context.Context, part string) scenarioReport {
 	}()
 	res, err := h.RaceClocked(ctx, cfg, loadStart)
 	<-faultsDone
-	r.Metrics = pickMetrics(s.Totals())
+	r.Metrics = harness.PickMetrics(s.Totals())
 	if err != nil {
 		r.Fill(res.Records, verify.Verdict{}, fmt.Errorf("%s: %w", part, err))
 		return r
 	}
-	v, err := e.verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
+	v, err := e.Verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.Fill(res.Records, v, err)
 	after := e.MetricsNow(ctx)
 	for i := range rows {
@@ -161,7 +130,7 @@ func (h *harness) Failover(ctx context.Context, part string) scenarioReport {
 		switch {
 		case f.Err != "":
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: fault %q not carried out: %s", f.Fault, firstLine(f.Err)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: fault %q not carried out: %s", f.Fault, report.FirstLine(f.Err)))
 		case f.StockLeft <= 0:
 			r.Pass = false
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the hot product had no stock left at %q: the fault hit no sale under way", f.Fault))
@@ -170,11 +139,11 @@ func (h *harness) Failover(ctx context.Context, part string) scenarioReport {
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: no order of the hot product was created after %q (sold out before it, or the sale never recovered)", f.Fault))
 		case f.Recovery > f.Bound:
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q, beyond lock TTL + promotion + 3s = %s", ms(f.Recovery), f.Fault, ms(f.Bound)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q, beyond lock TTL + promotion + 3s = %s", report.Ms(f.Recovery), f.Fault, report.Ms(f.Bound)))
 		}
 		if f.NoAnswer > 0 || f.Slow > 0 {
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than lock wait + 1s = %s", f.Fault, f.NoAnswer, f.Slow, ms(wait+time.Second)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than lock wait + 1s = %s", f.Fault, f.NoAnswer, f.Slow, report.Ms(wait+time.Second)))
 		}
 	}
 	if len(rows) < len(topo.Faults) {
@@ -201,7 +170,7 @@ func faultNames(fs []plannedFault) string {
 // second into the load, and half a second before each fault, the stocker
 // sizes the hot product for the rest of the load; each row notes the units
 // left at its fault.
-func (h *harness) InjectFaults(ctx context.Context, e *Env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration, st *stocker) []failoverRow {
+func (h runner) InjectFaults(ctx context.Context, e *harness.Env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration, st *stocker) []report.FailoverRow {
 	var t0 time.Time
 	select {
 	case t0 = <-loadStart:
@@ -210,7 +179,7 @@ func (h *harness) InjectFaults(ctx context.Context, e *Env, plan []plannedFault,
 	}
 	sleep(ctx, time.Until(t0.Add(time.Second)))
 	sizeErr := st.Size(ctx, t0, h.O.ChaosDuration)
-	var rows []failoverRow
+	var rows []report.FailoverRow
 	for _, pf := range plan {
 		at := time.Duration(pf.At * float64(h.O.ChaosDuration))
 		sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
@@ -220,7 +189,7 @@ func (h *harness) InjectFaults(ctx context.Context, e *Env, plan []plannedFault,
 			break
 		}
 		left, err := st.Left(ctx)
-		f := failoverRow{Fault: pf.Name, Before: e.MetricsNow(ctx), Start: time.Now(), At: time.Since(t0), StockLeft: left, Restocked: st.Added}
+		f := report.FailoverRow{Fault: pf.Name, Before: e.MetricsNow(ctx), Start: time.Now(), At: time.Since(t0), StockLeft: left, Restocked: st.Added}
 		err = errors.Join(sizeErr, err)
 		sizeErr = nil
 		old, waitPromoted, ferr := pf.Run(ctx, lockKey)
@@ -245,7 +214,7 @@ func (h *harness) InjectFaults(ctx context.Context, e *Env, plan []plannedFault,
 // lasts until the load ends, by restocks through the admin API (the
 // history's restocks are part of the linearizability check).
 type stocker struct {
-	E       *Env
+	E       *harness.Env
 	Id      int64
 	Initial int64
 	Key     string
@@ -281,22 +250,11 @@ func (s *stocker) Size(ctx context.Context, t0 time.Time, end time.Duration) err
 	return nil
 }
 
-func restocked(rows []failoverRow) int64 {
+func restocked(rows []report.FailoverRow) int64 {
 	if len(rows) == 0 {
 		return 0
 	}
 	return rows[len(rows)-1].Restocked
-}
-
-// metricsNow sums the shops' metrics now (no instance restarts here).
-func (e *Env) MetricsNow(ctx context.Context) map[string]float64 {
-	out := map[string]float64{}
-	for _, m := range e.Cluster.Metrics(ctx) {
-		for k, v := range m {
-			out[k] += v
-		}
-	}
-	return out
 }
 
 // describeFailover fills a row's window figures from the client records.
@@ -304,7 +262,7 @@ func (e *Env) MetricsNow(ctx context.Context) map[string]float64 {
 // after the last of its sends that failed in the fault's span (see
 // faultFailure) that ended before until (A2's bound, or the next fault):
 // a batch that held the lock before the kill may still finish.
-func describeFailover(f *failoverRow, res loadgen.Result, hot int64, next map[string]float64, until time.Time, answerBound time.Duration) {
+func describeFailover(f *report.FailoverRow, res loadgen.Result, hot int64, next map[string]float64, until time.Time, answerBound time.Duration) {
 	lastFail := f.Start
 	for _, r := range res.Records {
 		if r.ProductID == hot && faultFailure(r) && r.Start.After(f.Start) && r.End.Before(until) && r.End.After(lastFail) {
@@ -359,7 +317,7 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	switch part {
-	case failoverCluster:
+	case FailoverCluster:
 		c, err := topo.StartCluster(sctx, topo.ClusterOptions{})
 		if err != nil {
 			return nil, err
@@ -380,12 +338,12 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 					return err
 				}, nil
 			}}}}, nil
-	case failoverSentinel:
+	case FailoverSentinel:
 		s, err := topo.StartSentinel(sctx, topo.SentinelOptions{})
 		if err != nil {
 			return nil, err
 		}
-		Fault := func(kill bool) func(ctx context.Context, key string) (string, func() error, error) {
+		fault := func(kill bool) func(ctx context.Context, key string) (string, func() error, error) {
 			return func(ctx context.Context, _ string) (string, func() error, error) {
 				m, err := s.Master(ctx)
 				if err != nil {
@@ -405,8 +363,8 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 		return &topology{Desc: "a Sentinel group (1 master, 2 replicas, 3 sentinels, down-after 1s)", Url: s.URL(), Close: s.Close,
 			Env: []string{"SHOP_REDIS_MASTER=" + s.Name},
 			Faults: []plannedFault{
-				{Name: "SENTINEL FAILOVER", At: 0.2, Run: Fault(false)},
-				{Name: "SIGKILL of the master", At: 0.6, Run: Fault(true)},
+				{Name: "SENTINEL FAILOVER", At: 0.2, Run: fault(false)},
+				{Name: "SIGKILL of the master", At: 0.6, Run: fault(true)},
 			}}, nil
 	}
 	return nil, fmt.Errorf("unknown failover part %q", part)
@@ -430,7 +388,7 @@ func unexpectedServerErrors(byOutcome map[string]int, Expected []string) (int, s
 
 // checkA1 fails a scenario whose clients got a server error other than 503
 // (or an expected one, see --expect-5xx).
-func checkA1(r *scenarioReport, Expected []string) {
+func checkA1(r *report.Scenario, Expected []string) {
 	sums := []loadgen.Summary{r.Summary}
 	for _, c := range r.Compare {
 		sums = append(sums, c.Summary)
@@ -441,48 +399,4 @@ func checkA1(r *scenarioReport, Expected []string) {
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d answers were server errors other than 503 (%s); the shops' logs say where they came from", n, kinds))
 		}
 	}
-}
-
-// writeFailover prints the per-fault table of a failover part.
-func writeFailover(w io.Writer, rows []failoverRow) {
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "failover: %-48s %7s %6s %9s %9s %9s %6s %6s %6s %6s  %s\n", "fault (master killed or failed over)", "at", "left", "promoted", "recovery", "A2 bound", "stale", "lost", "slow", "unans", "answers in the window (fault to recovery)")
-	for _, f := range rows {
-		rec := "never"
-		if f.Recovery > 0 {
-			rec = ms(f.Recovery)
-		}
-		fmt.Fprintf(w, "          %-48s %6.1fs %6d %9s %9s %9s %6.0f %6.0f %6d %6d  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), f.StockLeft, ms(f.Promoted), rec, ms(f.Bound),
-			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, outcomes(f.ByStatus))
-		if f.Err != "" {
-			fmt.Fprintf(w, "          error: %s\n", firstLine(f.Err))
-		}
-	}
-	fmt.Fprintln(w, "          (left: units of the hot product left at the fault; stale: stock writes the database refused for a stale fencing token; lost: product locks found gone at release;")
-	fmt.Fprintln(w, "          slow: answers later than lock wait + 1s, unans: requests without an answer, both from the fault to the next one)")
-}
-
-// failoverHTML is the per-fault table of report.html.
-func failoverHTML(rows []failoverRow) string {
-	if len(rows) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("<table><tr><th class=l>fault</th><th class=l>master</th><th>at</th><th>stock left</th><th>promoted</th><th>orders flow again</th><th>A2 bound</th><th>stale fences refused</th><th>locks lost</th><th>slower than lock wait + 1s</th><th>no answer</th><th class=l>answers in the window</th></tr>")
-	for _, f := range rows {
-		rec, cls := "never", "bad"
-		if f.Recovery > 0 {
-			rec = ms(f.Recovery)
-			if f.Recovery <= f.Bound {
-				cls = "ok"
-			}
-		}
-		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%d</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td class=l>%s%s</td></tr>",
-			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.StockLeft, ms(f.Promoted), cls, rec, ms(f.Bound),
-			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, html.EscapeString(outcomes(f.ByStatus)), html.EscapeString(f.Err))
-	}
-	b.WriteString("</table>")
-	return b.String()
 }

@@ -1,9 +1,8 @@
-package main
+package report
 
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
 // TestLinearInReports: a scenario's and a compare row's linearizability
@@ -28,14 +28,14 @@ func TestLinearInReports(t *testing.T) {
 	}
 	good, _ := check(sk(1, 201, "", "S1", 0), sk(2, 409, "sold_out", "", 20))
 	bad, vs := check(sk(1, 409, "sold_out", "", 0), sk(2, 201, "", "S2", 20))
-	Race := scenarioReport{Name: "race", Title: "race", Pass: true, Linearizable: good.Linearizable,
+	Race := Scenario{Name: "race", Title: "race", Pass: true, Linearizable: good.Linearizable,
 		Verdict: &verify.Verdict{Linearizable: good.Linearizable, Linear: good}}
-	cmp := scenarioReport{Name: "compare", Title: "compare", Linearizable: bad.Linearizable,
-		Compare: []compareRow{{Row: "naive", Linearizable: bad.Linearizable, Linear: bad, Violations: vs}}}
+	cmp := Scenario{Name: "compare", Title: "compare", Linearizable: bad.Linearizable,
+		Compare: []CompareRow{{Row: "naive", Linearizable: bad.Linearizable, Linear: bad, Violations: vs}}}
 
 	var text bytes.Buffer
-	writeText(&text, Race)
-	writeText(&text, cmp)
+	WriteText(&text, Race)
+	WriteText(&text, cmp)
 	for _, want := range []string{
 		"linear:   linearizable: 2 operations in 1 products",
 		"picture linear-race-p7.html: the whole history",
@@ -51,7 +51,7 @@ func TestLinearInReports(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := writeFiles(dir, fullReport{Scenarios: []scenarioReport{Race, cmp}}); err != nil {
+	if err := WriteFiles(dir, Full{Scenarios: []Scenario{Race, cmp}}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))

@@ -1,11 +1,10 @@
-package main
+package harness
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/seckill-lab/shop/loadtest/internal/verify"
 	"io"
 	"log/slog"
 	"strconv"
@@ -13,13 +12,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill-lab/shop/loadtest/internal/shops"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
+
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/loadgen"
 )
 
 // harness runs scenarios.
-type harness struct {
-	O       options
+type Harness struct {
+	O       Options
 	Bin     string
 	Workdir string
 	Out     io.Writer
@@ -40,16 +42,16 @@ type Setup struct {
 // env is where a scenario runs: shops the harness started on a fresh
 // backend, or the --target shops.
 type Env struct {
-	H        *harness
+	H        *Harness
 	Name     string
-	Backend  *Backend
-	Cluster  *Cluster
+	Backend  *shops.Backend
+	Cluster  *shops.Cluster
 	Client   *loadgen.Client
 	Strategy string
 	Desc     string
 }
 
-func (h *harness) Setup(ctx context.Context, name string, s Setup) (*Env, error) {
+func (h *Harness) Setup(ctx context.Context, name string, s Setup) (*Env, error) {
 	if s.Strategy == "" {
 		s.Strategy = h.O.Strategy
 	}
@@ -63,7 +65,7 @@ func (h *harness) Setup(ctx context.Context, name string, s Setup) (*Env, error)
 		return e, e.Client.Ready(rctx)
 	}
 	h.Seq++
-	b, err := newBackend(ctx, backendOptions{MysqlDSN: h.O.MysqlDSN, RedisURL: cmp.Or(s.RedisURL, h.O.RedisURL), Private: s.Private,
+	b, err := shops.NewBackend(ctx, shops.BackendOptions{MysqlDSN: h.O.MysqlDSN, RedisURL: cmp.Or(s.RedisURL, h.O.RedisURL), Private: s.Private,
 		Workdir: h.Workdir, Keep: h.O.Keep, ScenarioID: fmt.Sprintf("%02d-%s", h.Seq, name)}, h.Log)
 	if err != nil {
 		return nil, err
@@ -75,9 +77,9 @@ func (h *harness) Setup(ctx context.Context, name string, s Setup) (*Env, error)
 	}
 	extra := s.Extra
 	if s.Strategy == inventory.LockFence { // a shop refuses buckets under another strategy
-		Common, extra = withBuckets(h.O.StockBuckets, Common, extra)
+		Common, extra = shops.WithBuckets(h.O.StockBuckets, Common, extra)
 	}
-	c, err := startCluster(ctx, h.Bin, b, h.O.Instances, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
+	c, err := shops.Start(ctx, h.Bin, b, h.O.Instances, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -98,7 +100,7 @@ func (e *Env) Close() {
 
 // verify judges the run: from the database when the harness owns it, else
 // through the audit route.
-func (e *Env) verify(ctx context.Context, in verify.CheckInput, tokens map[int64]string) (verify.Verdict, error) {
+func (e *Env) Verify(ctx context.Context, in verify.CheckInput, tokens map[int64]string) (verify.Verdict, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
 	in.SoldOut = e.H.O.Linear.SoldOutCache
@@ -122,7 +124,7 @@ func (e *Env) verify(ctx context.Context, in verify.CheckInput, tokens map[int64
 
 // progress returns a progress callback that redraws one terminal line, or
 // nil when stdout is not a terminal.
-func (h *harness) Progress(name string) func(loadgen.Stats) {
+func (h *Harness) Progress(name string) func(loadgen.Stats) {
 	if !h.Tty {
 		return nil
 	}
@@ -135,7 +137,7 @@ func (h *harness) Progress(name string) func(loadgen.Stats) {
 	}
 }
 
-func (h *harness) EndProgress() {
+func (h *Harness) EndProgress() {
 	if h.Tty {
 		fmt.Fprintln(h.Out)
 	}
@@ -181,9 +183,7 @@ func (e *Env) Scrape(ctx context.Context, s *sampler) {
 		}
 		key := strconv.Itoa(i)
 		if e.Cluster != nil {
-			e.Cluster.Instances[i].mu.Lock()
-			key += "/" + strconv.Itoa(e.Cluster.Instances[i].Starts)
-			e.Cluster.Instances[i].mu.Unlock()
+			key += "/" + strconv.Itoa(e.Cluster.Instances[i].StartCount())
 		}
 		s.mu.Lock()
 		s.Last[key] = m
@@ -215,7 +215,7 @@ var reportMetrics = []string{
 	"shop_orders_sold_out_fast_path_total",
 }
 
-func pickMetrics(all map[string]float64) map[string]float64 {
+func PickMetrics(all map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for _, k := range reportMetrics {
 		if v, ok := all[k]; ok {
@@ -225,4 +225,15 @@ func pickMetrics(all map[string]float64) map[string]float64 {
 	return out
 }
 
-var errTargetMode = errors.New("needs shops the harness starts itself (not possible with --target)")
+var ErrTargetMode = errors.New("needs shops the harness starts itself (not possible with --target)")
+
+// metricsNow sums the shops' metrics now (no instance restarts here).
+func (e *Env) MetricsNow(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range e.Cluster.Metrics(ctx) {
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out
+}

@@ -1,11 +1,10 @@
-package main
+package shops
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/seckill-lab/shop/internal/topo"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/topo"
 
 	"github.com/alicebob/miniredis/v2"
 	gomysql "github.com/go-sql-driver/mysql"
@@ -46,7 +47,7 @@ type Backend struct {
 }
 
 // backendOptions say where a scenario's backend lives.
-type backendOptions struct {
+type BackendOptions struct {
 	MysqlDSN   string // server DSN (a database name in it is ignored); "" uses SQLite
 	RedisURL   string // shared Redis; "" starts one (private when wantPrivate and redis-server exists, else in-process)
 	Private    bool   // the scenario needs a Redis it may restart and flush
@@ -55,7 +56,7 @@ type backendOptions struct {
 	ScenarioID string
 }
 
-func newBackend(ctx context.Context, o backendOptions, log *slog.Logger) (*Backend, error) {
+func NewBackend(ctx context.Context, o BackendOptions, log *slog.Logger) (*Backend, error) {
 	b := &Backend{Keep: o.Keep, Log: log, Prefix: "lt" + loadgen.RandomID(4) + ":"}
 	ok := false
 	defer func() {
@@ -221,8 +222,8 @@ func (b *Backend) Close() {
 
 // startNginx starts nginx with the repository's deploy/nginx.conf in
 // front of shops (exec.ErrNotFound: nginx is not installed).
-func startNginx(ctx context.Context, Workdir string, shops []string) (*topo.Nginx, error) {
-	root, err := moduleRoot(ctx)
+func StartNginx(ctx context.Context, Workdir string, shops []string) (*topo.Nginx, error) {
+	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func startNginx(ctx context.Context, Workdir string, shops []string) (*topo.Ngin
 	return topo.StartNginx(ctx, topo.NginxOptions{Dir: dir, Conf: string(conf), Shops: shops})
 }
 
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -273,7 +274,7 @@ func (i *Instance) Url() string { return fmt.Sprintf("http://127.0.0.1:%d", i.Po
 // withBuckets adds stock buckets to a cluster's settings: SHOP_STOCK_BUCKETS=k
 // for every instance, and SHOP_HOME_BUCKET=i for instance i, so each of k
 // instances starts at its own bucket (docs chapter 9). k <= 1 adds nothing.
-func withBuckets(k int, Common []string, extra func(i int) []string) ([]string, func(i int) []string) {
+func WithBuckets(k int, Common []string, extra func(i int) []string) ([]string, func(i int) []string) {
 	if k <= 1 {
 		return Common, extra
 	}
@@ -288,15 +289,15 @@ func withBuckets(k int, Common []string, extra func(i int) []string) ([]string, 
 }
 
 // startCluster starts n instances; extra(i) is instance i's own settings.
-func startCluster(ctx context.Context, Bin string, b *Backend, n int, name, Workdir string, Common []string, extra func(i int) []string) (*Cluster, error) {
+func Start(ctx context.Context, Bin string, b *Backend, n int, name, Workdir string, Common []string, extra func(i int) []string) (*Cluster, error) {
 	c := &Cluster{Bin: Bin, Backend: b, Admin: "lt-admin-" + loadgen.RandomID(12), Secret: "lt-secret-" + loadgen.RandomID(16), Workdir: Workdir, Name: name, Common: Common}
 	var urls []string
 	for i := range n {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
-		Env := append([]string{
+		env := append([]string{
 			"SHOP_ADDR=127.0.0.1:" + strconv.Itoa(port),
 			"SHOP_ADMIN_TOKEN=" + c.Admin, "SHOP_AUTH_SECRET=" + c.Secret,
 			"SHOP_LOG_LEVEL=warn",
@@ -306,11 +307,11 @@ func startCluster(ctx context.Context, Bin string, b *Backend, n int, name, Work
 			// sale, not one client.
 			"SHOP_TRUSTED_PROXIES=127.0.0.1",
 		}, b.Env()...)
-		Env = append(Env, Common...)
+		env = append(env, Common...)
 		if extra != nil {
-			Env = append(Env, extra(i)...)
+			env = append(env, extra(i)...)
 		}
-		inst := &Instance{Idx: i, Port: port, Env: Env, LogPath: filepath.Join(Workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
+		inst := &Instance{Idx: i, Port: port, Env: env, LogPath: filepath.Join(Workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
 		c.Instances = append(c.Instances, inst)
 		urls = append(urls, inst.Url())
 	}
@@ -338,7 +339,7 @@ func (c *Cluster) Urls() []string {
 
 // shopEnv is the harness's environment without any SHOP_ setting, so only
 // what a scenario sets reaches the shops.
-func shopEnv() []string {
+func ShopEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SHOP_") {
@@ -358,7 +359,7 @@ func (c *Cluster) Start(inst *Instance) error {
 	inst.Starts++
 	fmt.Fprintf(logf, "--- start %d at %s\n", inst.Starts, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.Bin, "serve")
-	cmd.Env = append(shopEnv(), inst.Env...)
+	cmd.Env = append(ShopEnv(), inst.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
@@ -396,9 +397,9 @@ func (c *Cluster) ReadyOne(ctx context.Context, inst *Instance, limit time.Durat
 		}
 		select {
 		case <-inst.Exited:
-			return fmt.Errorf("shop instance %d exited before it was ready; its log %s ends:\n%s", inst.Idx+1, inst.LogPath, tail(inst.LogPath, 15))
+			return fmt.Errorf("shop instance %d exited before it was ready; its log %s ends:\n%s", inst.Idx+1, inst.LogPath, Tail(inst.LogPath, 15))
 		case <-ctx.Done():
-			return fmt.Errorf("shop instance %d not ready after %s (log %s):\n%s", inst.Idx+1, limit, inst.LogPath, tail(inst.LogPath, 15))
+			return fmt.Errorf("shop instance %d not ready after %s (log %s):\n%s", inst.Idx+1, limit, inst.LogPath, Tail(inst.LogPath, 15))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -481,7 +482,7 @@ func (c *Cluster) Metrics(ctx context.Context) []map[string]float64 {
 }
 
 // tail returns the last n lines of a file.
-func tail(path string, n int) string {
+func Tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -497,7 +498,7 @@ func tail(path string, n int) string {
 
 // moduleRoot is the directory of this module's go.mod (the harness runs
 // from inside the repository).
-func moduleRoot(ctx context.Context) (string, error) {
+func ModuleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -510,8 +511,8 @@ func moduleRoot(ctx context.Context) (string, error) {
 }
 
 // buildShop builds the shop binary from this module into dir.
-func buildShop(ctx context.Context, dir string) (string, error) {
-	root, err := moduleRoot(ctx)
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -522,4 +523,18 @@ func buildShop(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("go build -o %s ./cmd/shop: %w\n%s", Bin, err, b)
 	}
 	return Bin, nil
+}
+
+// StartCount is how many times the instance was started (1 + restarts).
+func (i *Instance) StartCount() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.Starts
+}
+
+// PID is the process id of the instance's current process.
+func (i *Instance) PID() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.cmd.Process.Pid
 }
