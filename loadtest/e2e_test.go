@@ -17,13 +17,13 @@ import (
 // 300 buyers for 30 units and must find every invariant intact.
 func TestRaceEndToEnd(t *testing.T) {
 	dsn := testenv.MySQL(t) // the harness makes its own database from this server
-	redisURL, _ := testenv.Redis(t)
+	RedisURL, _ := testenv.Redis(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	code := run(ctx, []string{"--scenario", "race", "--users", "300", "--stock", "30", "--instances", "3", "--concurrency", "64",
-		"--mysql-dsn", dsn, "--redis-url", redisURL, "--report", dir}, func(string) string { return "" }, &out, &out)
+		"--mysql-dsn", dsn, "--redis-url", RedisURL, "--report", dir}, func(string) string { return "" }, &out, &out)
 	if code != 0 {
 		t.Fatalf("loadtest exited %d:\n%s", code, out.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"encoding/json"
@@ -12,19 +12,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
+
 	"github.com/seckill-lab/shop/internal/loadgen"
 )
 
 // fullReport is report.json.
-type fullReport struct {
-	Started   time.Time        `json:"started"`
-	Host      string           `json:"host"`
-	Command   string           `json:"command"`
-	Pass      bool             `json:"pass"`
-	Scenarios []scenarioReport `json:"scenarios"`
+type Full struct {
+	Started   time.Time  `json:"started"`
+	Host      string     `json:"host"`
+	Command   string     `json:"command"`
+	Pass      bool       `json:"pass"`
+	Scenarios []Scenario `json:"scenarios"`
 }
 
-func ms(d time.Duration) string {
+func Ms(d time.Duration) string {
 	switch {
 	case d == 0:
 		return "0"
@@ -35,7 +37,7 @@ func ms(d time.Duration) string {
 	}
 }
 
-func outcomes(m map[string]int) string {
+func Outcomes(m map[string]int) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -49,7 +51,7 @@ func outcomes(m map[string]int) string {
 }
 
 // writeText prints one scenario for a person.
-func writeText(w io.Writer, r scenarioReport) {
+func WriteText(w io.Writer, r Scenario) {
 	fmt.Fprintf(w, "\n=== %s: %s\n", r.Name, r.Title)
 	if r.Setup != "" {
 		fmt.Fprintf(w, "setup:    %s\n", r.Setup)
@@ -57,8 +59,8 @@ func writeText(w io.Writer, r scenarioReport) {
 	s := r.Summary
 	if s.Requests > 0 && r.Compare == nil {
 		fmt.Fprintf(w, "load:     %d requests in %.2fs: %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors (no answer or 5xx) %d; no answer at all %d\n",
-			s.Requests, s.Duration.Seconds(), s.Throughput, ms(s.P50), ms(s.P90), ms(s.P99), ms(s.Max), s.Errors, s.NoAnswer)
-		fmt.Fprintf(w, "answers:  %s\n", outcomes(s.ByOutcome))
+			s.Requests, s.Duration.Seconds(), s.Throughput, Ms(s.P50), Ms(s.P90), Ms(s.P99), Ms(s.Max), s.Errors, s.NoAnswer)
+		fmt.Fprintf(w, "answers:  %s\n", Outcomes(s.ByOutcome))
 	}
 	if v := r.Verdict; v != nil {
 		c := v.Counts
@@ -89,9 +91,9 @@ func writeText(w io.Writer, r scenarioReport) {
 		writeCompare(w, r.Compare)
 	}
 	if r.Bench != nil {
-		writeBench(w, r.Bench)
+		WriteBench(w, r.Bench)
 	}
-	writeFailover(w, r.Failover)
+	WriteFailover(w, r.Failover)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note:     %s\n", n)
 	}
@@ -121,7 +123,7 @@ func writeText(w io.Writer, r scenarioReport) {
 	fmt.Fprintf(w, "result:   %s (%s)\n", verdict, r.Elapsed.Round(100*time.Millisecond))
 }
 
-func writeViolations(w io.Writer, vs []auditViolation, indent string) {
+func writeViolations(w io.Writer, vs []verify.Violation, indent string) {
 	if len(vs) == 0 {
 		fmt.Fprintf(w, "%sviolations: 0\n", indent)
 		return
@@ -147,7 +149,7 @@ func writeViolations(w io.Writer, vs []auditViolation, indent string) {
 	}
 }
 
-func writeCompare(w io.Writer, rows []compareRow) {
+func writeCompare(w io.Writer, rows []CompareRow) {
 	fmt.Fprintf(w, "%-30s %7s %9s %11s %10s %10s %8s %8s %8s %-12s  %s\n", "row", "orders", "oversold", "duplicates", "lost acks", "undersold", "req/s", "p50", "p99", "linearizable", "violated")
 	for _, c := range rows {
 		if c.Error != "" {
@@ -159,25 +161,25 @@ func writeCompare(w io.Writer, rows []compareRow) {
 			v = "none"
 		}
 		fmt.Fprintf(w, "%-30s %7d %9d %11d %10d %10d %8.0f %8s %8s %-12s  %s\n", c.Row, c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold,
-			c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), yesNo(c.Linearizable), v)
+			c.Summary.Throughput, Ms(c.Summary.P50), Ms(c.Summary.P99), yesNo(c.Linearizable), v)
 	}
 	for _, c := range rows {
 		writeLinear(w, c.Linear, "compare "+c.Row, c.Row+" ")
 	}
 	for _, c := range rows {
-		if len(c.violations) == 0 {
+		if len(c.Violations) == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "  %s: the rows that prove it\n", c.Row)
-		writeViolations(w, firstPerInvariant(c.violations), "    ")
+		writeViolations(w, firstPerInvariant(c.Violations), "    ")
 	}
 }
 
 // firstPerInvariant keeps the first violation of each invariant, for a
 // readable table footnote.
-func firstPerInvariant(vs []auditViolation) []auditViolation {
+func firstPerInvariant(vs []verify.Violation) []verify.Violation {
 	seen := map[string]bool{}
-	var out []auditViolation
+	var out []verify.Violation
 	for _, v := range vs {
 		if !seen[v.Invariant] {
 			seen[v.Invariant] = true
@@ -191,7 +193,7 @@ func firstPerInvariant(vs []auditViolation) []auditViolation {
 }
 
 // writeFiles writes report.json and report.html into dir.
-func writeFiles(dir string, rep fullReport) error {
+func WriteFiles(dir string, rep Full) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -208,7 +210,7 @@ func writeFiles(dir string, rep fullReport) error {
 	return os.WriteFile(filepath.Join(dir, "report.html"), []byte(renderHTML(rep)), 0o644)
 }
 
-func renderHTML(rep fullReport) string {
+func renderHTML(rep Full) string {
 	var b strings.Builder
 	esc := html.EscapeString
 	verdict := map[bool]string{true: `<span class="ok">PASS</span>`, false: `<span class="bad">FAIL</span>`}
@@ -228,7 +230,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			nv = fmt.Sprint(len(s.Verdict.Violations))
 		}
 		fmt.Fprintf(&b, "<tr><td class=l><a href=\"#%s\">%s</a></td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
-			esc(s.Name), esc(s.Name), s.Summary.Requests, s.Summary.Throughput, ms(s.Summary.P50), ms(s.Summary.P99), nv, verdict[s.Pass])
+			esc(s.Name), esc(s.Name), s.Summary.Requests, s.Summary.Throughput, Ms(s.Summary.P50), Ms(s.Summary.P99), nv, verdict[s.Pass])
 	}
 	b.WriteString("</table>")
 	for _, s := range rep.Scenarios {
@@ -240,12 +242,12 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			fmt.Fprintf(&b, "<p class=bad>error: %s</p>", esc(s.Error))
 		}
 		if s.Bench != nil {
-			b.WriteString(benchHTML(s.Bench))
+			b.WriteString(BenchHTML(s.Bench))
 		}
 		if s.Compare == nil && s.Summary.Requests > 0 {
 			x := s.Summary
 			fmt.Fprintf(&b, "<p>%d requests in %.2fs, %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors %d<br><span class=muted>%s</span></p>",
-				x.Requests, x.Duration.Seconds(), x.Throughput, ms(x.P50), ms(x.P90), ms(x.P99), ms(x.Max), x.Errors, esc(outcomes(x.ByOutcome)))
+				x.Requests, x.Duration.Seconds(), x.Throughput, Ms(x.P50), Ms(x.P90), Ms(x.P99), Ms(x.Max), x.Errors, esc(Outcomes(x.ByOutcome)))
 			b.WriteString(charts(s.Series, s.Faults))
 		}
 		if v := s.Verdict; v != nil {
@@ -265,7 +267,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			}
 			b.WriteString("</table>")
 		}
-		b.WriteString(failoverHTML(s.Failover))
+		b.WriteString(FailoverHTML(s.Failover))
 		if len(s.Metrics) > 0 {
 			b.WriteString("<p class=muted>")
 			keys := make([]string, 0, len(s.Metrics))
@@ -292,7 +294,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 					viol, cls = "error: "+c.Error, "bad"
 				}
 				fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l><code>%s</code></td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td class=l>%s</td><td class=\"l %s\">%s</td></tr>",
-					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, ms(c.Summary.P50), ms(c.Summary.P99), linearCell(c.Linearizable, c.Linear, "compare "+c.Row), cls, esc(viol))
+					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, Ms(c.Summary.P50), Ms(c.Summary.P99), linearCell(c.Linearizable, c.Linear, "compare "+c.Row), cls, esc(viol))
 			}
 			b.WriteString("</table>")
 			for _, c := range s.Compare {
@@ -301,9 +303,9 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 				}
 			}
 			for _, c := range s.Compare {
-				if len(c.violations) > 0 {
+				if len(c.Violations) > 0 {
 					fmt.Fprintf(&b, "<p><b>%s</b></p>", esc(c.Row))
-					b.WriteString(violationsHTML(firstPerInvariant(c.violations)))
+					b.WriteString(violationsHTML(firstPerInvariant(c.Violations)))
 				}
 			}
 		}
@@ -318,7 +320,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 	return b.String()
 }
 
-func violationsHTML(vs []auditViolation) string {
+func violationsHTML(vs []verify.Violation) string {
 	if len(vs) == 0 {
 		return `<p class=ok>no violations</p>`
 	}
@@ -333,7 +335,7 @@ func violationsHTML(vs []auditViolation) string {
 
 // charts draws latency (p50, p99) and throughput over time as inline SVG,
 // with each fault marked.
-func charts(pts []loadgen.Point, faults []fault) string {
+func charts(pts []loadgen.Point, Faults []Fault) string {
 	if len(pts) == 0 {
 		return ""
 	}
@@ -347,7 +349,7 @@ func charts(pts []loadgen.Point, faults []fault) string {
 		}
 	}
 	var marks []float64
-	for _, f := range faults {
+	for _, f := range Faults {
 		marks = append(marks, f.At.Seconds())
 	}
 	return lineChart("latency over time (ms)", []chartSeries{{"p99", "#c62828", p99}, {"p50", "#1565c0", p50}}, marks) +
@@ -513,7 +515,7 @@ func writeLinear(w io.Writer, l *loadgen.LinearReport, scope, label string) {
 
 // linearLists are the linearizability reports of a run with the scope
 // their pictures are named by.
-func linearLists(rep fullReport) map[string]*loadgen.LinearReport {
+func linearLists(rep Full) map[string]*loadgen.LinearReport {
 	out := map[string]*loadgen.LinearReport{}
 	for _, s := range rep.Scenarios {
 		if s.Verdict != nil && s.Verdict.Linear != nil {
@@ -530,7 +532,7 @@ func linearLists(rep fullReport) map[string]*loadgen.LinearReport {
 
 // writePictures writes porcupine's pictures beside report.html and names
 // them in the report.
-func writePictures(dir string, rep fullReport) error {
+func writePictures(dir string, rep Full) error {
 	for scope, l := range linearLists(rep) {
 		for i := range l.Products {
 			p := &l.Products[i]

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The bench's load generator: closed-loop keep-alive clients, user tokens
 // minted in process, answers counted without decoding them.
@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-lab/shop/loadtest/internal/report"
 )
 
 // benchUsers hands out distinct buyer ids and their bearer headers, minted
@@ -27,46 +29,46 @@ import (
 // issuer "shop", subject the user id): the login route is rate limited per
 // address, and a login per order would double the load.
 type benchUsers struct {
-	next   atomic.Int64
-	secret []byte
+	Next   atomic.Int64
+	Secret []byte
 }
 
 // take reserves n consecutive user ids and returns the first.
-func (u *benchUsers) take(n int64) int64 { return u.next.Add(n) - n + 1 }
+func (u *benchUsers) Take(n int64) int64 { return u.Next.Add(n) - n + 1 }
 
 // minter signs tokens for one goroutine: one HMAC state and buffer reused,
 // a few hundred nanoseconds and one allocation per token.
-type minter struct {
-	mac      hash.Hash
+type Minter struct {
+	Mac      hash.Hash
 	buf, sum []byte
-	iat, exp int64
+	Iat, Exp int64
 }
 
-func (u *benchUsers) minter() *minter {
+func (u *benchUsers) Minter() *Minter {
 	now := time.Now()
-	return &minter{mac: hmac.New(sha256.New, u.secret), iat: now.Unix(), exp: now.Add(time.Hour).Unix()}
+	return &Minter{Mac: hmac.New(sha256.New, u.Secret), Iat: now.Unix(), Exp: now.Add(time.Hour).Unix()}
 }
 
 var jwtHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 
 // bearer is the Authorization header value of user id.
-func (m *minter) bearer(id int64) string {
+func (m *Minter) Bearer(id int64) string {
 	var claims [96]byte
 	c := append(claims[:0], `{"iss":"shop","sub":"`...)
 	c = strconv.AppendInt(c, id, 10)
 	c = append(c, `","exp":`...)
-	c = strconv.AppendInt(c, m.exp, 10)
+	c = strconv.AppendInt(c, m.Exp, 10)
 	c = append(c, `,"iat":`...)
-	c = strconv.AppendInt(c, m.iat, 10)
+	c = strconv.AppendInt(c, m.Iat, 10)
 	c = append(c, '}')
 	enc := base64.RawURLEncoding
 	b := append(m.buf[:0], "Bearer "...)
 	b = append(b, jwtHeader...)
 	b = append(b, '.')
 	b = enc.AppendEncode(b, c)
-	m.mac.Reset()
-	m.mac.Write(b[len("Bearer "):])
-	m.sum = m.mac.Sum(m.sum[:0])
+	m.Mac.Reset()
+	m.Mac.Write(b[len("Bearer "):])
+	m.sum = m.Mac.Sum(m.sum[:0])
 	b = append(b, '.')
 	b = enc.AppendEncode(b, m.sum)
 	m.buf = b
@@ -74,16 +76,16 @@ func (m *minter) bearer(id int64) string {
 }
 
 // headers mints n bearer headers for fresh users, on both cores.
-func (u *benchUsers) headers(n int) []string {
-	first := u.take(int64(n))
+func (u *benchUsers) Headers(n int) []string {
+	first := u.Take(int64(n))
 	out := make([]string, n)
 	var wg sync.WaitGroup
 	const parts = 2
 	for p := range parts {
 		wg.Go(func() {
-			m := u.minter()
+			m := u.Minter()
 			for i := p; i < n; i += parts {
-				out[i] = m.bearer(first + int64(i))
+				out[i] = m.Bearer(first + int64(i))
 			}
 		})
 	}
@@ -94,17 +96,17 @@ func (u *benchUsers) headers(n int) []string {
 // benchLoad is a closed loop of clients sending one kind of request.
 type benchLoad struct {
 	method, path string
-	want         int           // the status that counts
-	wantCode     string        // and its problem code, if any
-	users        *benchUsers   // nil: no token; else every request a new user
-	timeout      time.Duration // for an answer's head; 0: 30 s
+	Want         int           // the status that counts
+	WantCode     string        // and its problem code, if any
+	Users        *benchUsers   // nil: no token; else every request a new user
+	Timeout      time.Duration // for an answer's head; 0: 30 s
 	// affine sends every client to the instance the path hashes to, as
 	// deploy/nginx.conf does for a product's seckill orders (see
 	// rendezvous); false spreads the clients round robin.
-	affine bool
+	Affine bool
 	// rampIn spreads the clients' first requests (and so their connects)
 	// over this time, client i at i/clients of it; 0: all at once.
-	rampIn time.Duration
+	RampIn time.Duration
 }
 
 // rendezvous ranks urls for key by highest random weight: the first is
@@ -125,8 +127,8 @@ func rendezvous(urls []*url.URL, key string) []*url.URL {
 
 // ranks gives client i its instances in the order it tries them: the
 // path's ranking when affine, else round robin starting at i.
-func (l benchLoad) ranks(targets []*url.URL, i int) []*url.URL {
-	if l.affine {
+func (l benchLoad) Ranks(targets []*url.URL, i int) []*url.URL {
+	if l.Affine {
 		return rendezvous(targets, l.path)
 	}
 	k := i % len(targets)
@@ -141,8 +143,8 @@ const benchPool = 100_000
 // instance when l.affine; a client whose instance fails moves to the next
 // in its ranking) for warmup + d and reports
 // the answers of the requests that started in the window.
-func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, d time.Duration) (benchRate, error) {
-	out := benchRate{Clients: clients, Answers: map[string]int{}}
+func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, d time.Duration) (report.BenchRate, error) {
+	out := report.BenchRate{Clients: Clients, Answers: map[string]int{}}
 	targets := make([]*url.URL, len(urls))
 	for i, s := range urls {
 		u, err := url.Parse(s + l.path)
@@ -152,58 +154,58 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 		targets[i] = u
 	}
 	var pool []string
-	if l.users != nil {
-		pool = l.users.headers(min(benchPool, max(clients*4, int(5_000*(warmup+d).Seconds()))))
+	if l.Users != nil {
+		pool = l.Users.Headers(min(benchPool, max(Clients*4, int(5_000*(Warmup+d).Seconds()))))
 	}
 	var next atomic.Int64
-	bearer := func(m *minter) string {
+	Bearer := func(m *Minter) string {
 		if i := next.Add(1) - 1; i < int64(len(pool)) {
 			return pool[i]
 		}
-		return m.bearer(l.users.take(1))
+		return m.Bearer(l.Users.Take(1))
 	}
-	timeout := cmp.Or(l.timeout, 30*time.Second)
+	timeout := cmp.Or(l.Timeout, 30*time.Second)
 	// Every client is started and parked before the clock starts, so that
 	// thousands of them begin together rather than as the scheduler gets
 	// to them behind the ones already looping.
-	results := make([]benchClientResult, clients)
+	results := make([]benchClientResult, Clients)
 	var t0, t1 time.Time
 	begin := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := range clients {
+	for i := range Clients {
 		wg.Go(func() {
-			ranked := l.ranks(targets, i)
+			ranked := l.Ranks(targets, i)
 			// Each client its own connection, as a k6 VU or a browser
 			// has: with one pool for all, a request waits for whichever
 			// connection frees first, behind other clients' requests.
 			w := newWireClient(timeout)
-			defer w.close()
+			defer w.Close()
 			<-begin
-			if l.rampIn > 0 {
-				time.Sleep(l.rampIn * time.Duration(i) / time.Duration(clients))
+			if l.RampIn > 0 {
+				time.Sleep(l.RampIn * time.Duration(i) / time.Duration(Clients))
 			}
-			results[i] = l.client(ctx, w, ranked, bearer, t0, t1)
+			results[i] = l.Client(ctx, w, ranked, Bearer, t0, t1)
 		})
 	}
 	start := time.Now()
-	t0, t1 = start.Add(warmup), start.Add(warmup+d)
+	t0, t1 = start.Add(Warmup), start.Add(Warmup+d)
 	close(begin)
 	wg.Wait()
 	var lat []uint32
 	for _, r := range results {
-		lat = append(lat, r.lat...)
-		out.Requests += r.requests
-		out.Sent += r.sent
-		if !r.answered {
+		lat = append(lat, r.Lat...)
+		out.Requests += r.Requests
+		out.Sent += r.Sent
+		if !r.Answered {
 			out.Unanswered++
 		}
-		out.Answers, out.Failures = addCounts(out.Answers, r.answers), addCounts(out.Failures, r.failures)
+		out.Answers, out.Failures = report.AddCounts(out.Answers, r.Answers), report.AddCounts(out.Failures, r.Failures)
 		if r.err != nil && ctx.Err() == nil {
 			return out, r.err
 		}
 	}
 	out.Seconds = d.Seconds()
-	good := out.Answers[answerKey(l.want, l.wantCode)]
+	good := out.Answers[answerKey(l.Want, l.WantCode)]
 	out.PerSec = float64(good) / out.Seconds
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -213,18 +215,18 @@ func (l benchLoad) run(ctx context.Context, urls []string, clients int, warmup, 
 		out.P50, out.P90, out.P99, out.Max = q(0.50), q(0.90), q(0.99), q(1)
 	}
 	if good == 0 {
-		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.want, l.wantCode), out.Requests, answersText(out.Answers))
+		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.Want, l.WantCode), out.Requests, report.Outcomes(out.Answers))
 	}
 	return out, ctx.Err()
 }
 
 type benchClientResult struct {
-	lat      []uint32 // microseconds, requests started in the window
-	requests int      // started in the window
-	answered bool     // at least one request got an answer
-	sent     int
-	answers  map[string]int
-	failures map[string]int
+	Lat      []uint32 // microseconds, requests started in the window
+	Requests int      // started in the window
+	Answered bool     // at least one request got an answer
+	Sent     int
+	Answers  map[string]int
+	Failures map[string]int
 	err      error
 }
 
@@ -232,13 +234,13 @@ type benchClientResult struct {
 // started in [t0, t1). A transport error moves it to the next instance of
 // its ranking; 503 overloaded makes it wait the second the answer asks
 // for, as a well-behaved client would.
-func (l benchLoad) client(ctx context.Context, w *wireClient, ranked []*url.URL, bearer func(*minter) string, t0, t1 time.Time) benchClientResult {
+func (l benchLoad) Client(ctx context.Context, w *wireClient, ranked []*url.URL, Bearer func(*Minter) string, t0, t1 time.Time) benchClientResult {
 	u := ranked[0]
-	res := benchClientResult{answers: map[string]int{}, lat: make([]uint32, 0, 1024)}
+	res := benchClientResult{Answers: map[string]int{}, Lat: make([]uint32, 0, 1024)}
 	buf := make([]byte, 2048)
-	var m *minter
-	if l.users != nil {
-		m = l.users.minter()
+	var m *Minter
+	if l.Users != nil {
+		m = l.Users.Minter()
 	}
 	errs := 0
 	for ctx.Err() == nil {
@@ -247,23 +249,23 @@ func (l benchLoad) client(ctx context.Context, w *wireClient, ranked []*url.URL,
 			break
 		}
 		auth := ""
-		if l.users != nil {
-			auth = bearer(m)
+		if l.Users != nil {
+			auth = Bearer(m)
 		}
 		status, code, err := w.do(ctx, l.method, u, auth, buf)
-		res.sent++
-		res.answered = res.answered || status != 0
+		res.Sent++
+		res.Answered = res.Answered || status != 0
 		if !start.Before(t0) {
-			res.requests++
-			res.lat = append(res.lat, uint32(min(time.Since(start).Microseconds(), 1<<32-1)))
-			res.answers[answerKey(status, code)]++
+			res.Requests++
+			res.Lat = append(res.Lat, uint32(min(time.Since(start).Microseconds(), 1<<32-1)))
+			res.Answers[answerKey(status, code)]++
 		}
 		if err != nil {
 			if !start.Before(t0) {
-				if res.failures == nil {
-					res.failures = map[string]int{}
+				if res.Failures == nil {
+					res.Failures = map[string]int{}
 				}
-				res.failures[failureOf(err)]++
+				res.Failures[failureOf(err)]++
 			}
 			if errs++; errs > 100 {
 				res.err = fmt.Errorf("%s %s: %w", l.method, u, err)
@@ -340,5 +342,3 @@ func statusText(s int) string {
 	}
 	return strconv.Itoa(s)
 }
-
-func answersText(m map[string]int) string { return outcomes(m) }

@@ -1,13 +1,12 @@
-package main
+package scenario
 
 import (
-	"io"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/report"
 )
 
 // TestA1FailsOnServerErrors: any scenario with a 5xx other than 503 fails,
@@ -15,8 +14,8 @@ import (
 func TestA1FailsOnServerErrors(t *testing.T) {
 	for _, tt := range []struct {
 		outcomes map[string]int
-		expected []string
-		pass     bool
+		Expected []string
+		Pass     bool
 	}{
 		{map[string]int{"201": 10, "503 busy": 3, "503 unavailable": 2, "no answer": 1}, nil, true},
 		{map[string]int{"201": 10, "500 internal": 1}, nil, false},
@@ -24,30 +23,16 @@ func TestA1FailsOnServerErrors(t *testing.T) {
 		{map[string]int{"201": 10, "504": 2}, []string{"504"}, true},
 		{map[string]int{"201": 10, "500 internal": 1, "504": 2}, []string{"504"}, false},
 	} {
-		r := scenarioReport{Pass: true, Summary: loadgen.Summary{ByOutcome: tt.outcomes}}
-		checkA1(&r, tt.expected)
-		if r.Pass != tt.pass {
-			t.Errorf("%v (expected %v): pass %v, want %v; notes %q", tt.outcomes, tt.expected, r.Pass, tt.pass, r.Notes)
+		r := report.Scenario{Pass: true, Summary: loadgen.Summary{ByOutcome: tt.outcomes}}
+		checkA1(&r, tt.Expected)
+		if r.Pass != tt.Pass {
+			t.Errorf("%v (expected %v): pass %v, want %v; notes %q", tt.outcomes, tt.Expected, r.Pass, tt.Pass, r.Notes)
 		}
 	}
 	// A compare row's 500 counts too.
-	r := scenarioReport{Pass: true, Compare: []compareRow{{Summary: loadgen.Summary{ByOutcome: map[string]int{"500 internal": 1}}}}}
+	r := report.Scenario{Pass: true, Compare: []report.CompareRow{{Summary: loadgen.Summary{ByOutcome: map[string]int{"500 internal": 1}}}}}
 	if checkA1(&r, nil); r.Pass {
 		t.Error("a 500 in a compare row passed")
-	}
-}
-
-func TestParseFailover(t *testing.T) {
-	o, err := parse([]string{"--scenario", "race,failover"}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"race", failoverCluster, failoverSentinel}; !slices.Equal(o.scenarios, want) {
-		t.Fatalf("scenarios %v, want %v", o.scenarios, want)
-	}
-	o, err = parse([]string{"--scenario", failoverSentinel, "--expect-5xx", "502,504"}, func(string) string { return "" }, io.Discard)
-	if err != nil || !slices.Equal(o.scenarios, []string{failoverSentinel}) || !slices.Equal(o.expect5xx, []string{"502", "504"}) {
-		t.Fatalf("%v %v %v", o.scenarios, o.expect5xx, err)
 	}
 }
 
@@ -73,8 +58,8 @@ func TestDescribeFailover(t *testing.T) {
 		rec(1, 201, 1900, 2000),
 		rec(1, 0, 5000, 7000), // after the next fault
 	}}
-	f := failoverRow{start: t0, promoted: at(1000), Bound: 6 * time.Second,
-		before: map[string]float64{"shop_inventory_stale_fence_rejections_total": 2}}
+	f := report.FailoverRow{Start: t0, PromotedAt: at(1000), Bound: 6 * time.Second,
+		Before: map[string]float64{"shop_inventory_stale_fence_rejections_total": 2}}
 	describeFailover(&f, res, 1, map[string]float64{"shop_inventory_stale_fence_rejections_total": 5}, at(4000), 3*time.Second)
 	if f.Recovery != 1700*time.Millisecond {
 		t.Errorf("recovery %v, want 1.7s", f.Recovery)
@@ -89,11 +74,11 @@ func TestDescribeFailover(t *testing.T) {
 		t.Errorf("answers in the window %v", f.ByStatus)
 	}
 	var b strings.Builder
-	writeFailover(&b, []failoverRow{f})
+	report.WriteFailover(&b, []report.FailoverRow{f})
 	if !strings.Contains(b.String(), "1700ms") {
 		t.Errorf("table lacks the recovery:\n%s", b.String())
 	}
-	if h := failoverHTML([]failoverRow{f}); !strings.Contains(h, "<td class=ok>1700ms</td>") {
+	if h := report.FailoverHTML([]report.FailoverRow{f}); !strings.Contains(h, "<td class=ok>1700ms</td>") {
 		t.Errorf("report.html row lacks the recovery within its bound:\n%s", h)
 	}
 }

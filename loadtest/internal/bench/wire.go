@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -33,8 +33,8 @@ import (
 // waits for a request before answering 503 overloaded is proven with
 // net/http clients in internal/httpapi (TestOverCapAnswer).
 type wireClient struct {
-	dialer  net.Dialer
-	timeout time.Duration // for one request: its write, its answer's head and body
+	Dialer  net.Dialer
+	Timeout time.Duration // for one request: its write, its answer's head and body
 	conn    net.Conn
 	host    string // conn's
 	br      *bufio.Reader
@@ -46,10 +46,10 @@ type wireClient struct {
 var errUnsolicited = errors.New("unsolicited answer (bytes to read before the request was written)")
 
 func newWireClient(timeout time.Duration) *wireClient {
-	return &wireClient{dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: -1}, timeout: timeout}
+	return &wireClient{Dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: -1}, Timeout: timeout}
 }
 
-func (w *wireClient) close() {
+func (w *wireClient) Close() {
 	if w.conn != nil {
 		_ = w.conn.Close()
 		w.conn = nil
@@ -68,7 +68,7 @@ func (w *wireClient) do(ctx context.Context, method string, u *url.URL, auth str
 		reused := w.conn != nil && w.host == u.Host
 		status, code, written, err := w.once(ctx, method, u, auth, buf, reused)
 		if err != nil {
-			w.close()
+			w.Close()
 			if reused && attempt == 0 && (!written || replayable && status == 0) {
 				continue
 			}
@@ -79,8 +79,8 @@ func (w *wireClient) do(ctx context.Context, method string, u *url.URL, auth str
 
 func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth string, buf []byte, reused bool) (status int, code string, written bool, err error) {
 	if !reused {
-		w.close()
-		c, err := w.dialer.DialContext(ctx, "tcp", u.Host)
+		w.Close()
+		c, err := w.Dialer.DialContext(ctx, "tcp", u.Host)
 		if err != nil {
 			return 0, "", false, err
 		}
@@ -91,7 +91,7 @@ func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth s
 			w.br.Reset(c)
 		}
 	}
-	_ = w.conn.SetDeadline(time.Now().Add(w.timeout))
+	_ = w.conn.SetDeadline(time.Now().Add(w.Timeout))
 	if ready, _ := netx.Readable(w.conn); ready || w.br.Buffered() > 0 {
 		return 0, "", false, errUnsolicited
 	}
@@ -127,7 +127,7 @@ func (w *wireClient) once(ctx context.Context, method string, u *url.URL, auth s
 		return resp.StatusCode, code, true, fmt.Errorf("read answer body: %w", err)
 	}
 	if resp.Close {
-		w.close()
+		w.Close()
 	}
 	return resp.StatusCode, code, true, nil
 }

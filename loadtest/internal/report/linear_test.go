@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
 // TestLinearInReports: a scenario's and a compare row's linearizability
@@ -21,20 +22,20 @@ func TestLinearInReports(t *testing.T) {
 		return loadgen.Record{Op: loadgen.OpSeckill, UserID: user, ProductID: 7, Quantity: 1, Status: status, Code: code, OrderNo: no,
 			Start: t0.Add(time.Duration(start) * time.Millisecond), End: t0.Add(time.Duration(start+10) * time.Millisecond)}
 	}
-	check := func(recs ...loadgen.Record) (*loadgen.LinearReport, []auditViolation) {
+	check := func(recs ...loadgen.Record) (*loadgen.LinearReport, []verify.Violation) {
 		rep, vs := loadgen.CheckLinear(recs, map[int64]int64{7: 1}, loadgen.Facts{}, loadgen.LinearOptions{})
 		return &rep, vs
 	}
 	good, _ := check(sk(1, 201, "", "S1", 0), sk(2, 409, "sold_out", "", 20))
 	bad, vs := check(sk(1, 409, "sold_out", "", 0), sk(2, 201, "", "S2", 20))
-	race := scenarioReport{Name: "race", Title: "race", Pass: true, Linearizable: good.Linearizable,
-		Verdict: &verdict{Linearizable: good.Linearizable, Linear: good}}
-	cmp := scenarioReport{Name: "compare", Title: "compare", Linearizable: bad.Linearizable,
-		Compare: []compareRow{{Row: "naive", Linearizable: bad.Linearizable, Linear: bad, violations: vs}}}
+	Race := Scenario{Name: "race", Title: "race", Pass: true, Linearizable: good.Linearizable,
+		Verdict: &verify.Verdict{Linearizable: good.Linearizable, Linear: good}}
+	cmp := Scenario{Name: "compare", Title: "compare", Linearizable: bad.Linearizable,
+		Compare: []CompareRow{{Row: "naive", Linearizable: bad.Linearizable, Linear: bad, Violations: vs}}}
 
 	var text bytes.Buffer
-	writeText(&text, race)
-	writeText(&text, cmp)
+	WriteText(&text, Race)
+	WriteText(&text, cmp)
 	for _, want := range []string{
 		"linear:   linearizable: 2 operations in 1 products",
 		"picture linear-race-p7.html: the whole history",
@@ -50,7 +51,7 @@ func TestLinearInReports(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := writeFiles(dir, fullReport{Scenarios: []scenarioReport{race, cmp}}); err != nil {
+	if err := WriteFiles(dir, Full{Scenarios: []Scenario{Race, cmp}}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))

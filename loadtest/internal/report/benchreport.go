@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -10,17 +10,17 @@ import (
 )
 
 // benchTargets sets this run's figures beside issue 14's targets.
-func benchTargets(br *benchReport) []benchTarget {
-	var out []benchTarget
+func BenchTargets(br *Bench) []BenchTarget {
+	var out []BenchTarget
 	add := func(what, want, unit string, got float64, met bool, missed string) {
-		t := benchTarget{What: what, Want: want, Got: got, Unit: unit, Met: met}
+		t := BenchTarget{What: what, Want: want, Got: got, Unit: unit, Met: met}
 		if !met {
 			t.Missed = missed
 		}
 		out = append(out, t)
 	}
 	for _, o := range br.Orders {
-		if o.Instances != 1 || !o.Coalescing || o.Routing != routeDirect || o.OrdersPerSec == 0 || o.Baseline {
+		if o.Instances != 1 || !o.Coalescing || o.Routing != RouteDirect || o.OrdersPerSec == 0 || o.Baseline {
 			continue // the targets are the shop's as shipped; coalescing off is the baseline
 		}
 		add("committed orders/s, 1 instance, ÷ raw ceiling", ">= 2.0x", "x", o.OfRaw, o.OfRaw >= 2.0, fmt.Sprintf("%.2fx short", 2.0-o.OfRaw))
@@ -30,7 +30,7 @@ func benchTargets(br *benchReport) []benchTarget {
 	var on, off float64
 	for _, o := range br.Orders {
 		switch {
-		case o.Instances != 1 || o.Routing != routeDirect || o.Baseline:
+		case o.Instances != 1 || o.Routing != RouteDirect || o.Baseline:
 		case o.Coalescing:
 			on = o.OrdersPerSec
 		default:
@@ -42,13 +42,13 @@ func benchTargets(br *benchReport) []benchTarget {
 	}
 	for i, o := range br.Orders {
 		switch {
-		case o.OfOne == 0 || o.Instances == 1 && o.Routing == routeDirect, o.Baseline:
-		case o.Instances == 3 && o.OfBaseline > 0 && (o.Routing == routeAffine || o.Routing == routeNginx):
+		case o.OfOne == 0 || o.Instances == 1 && o.Routing == RouteDirect, o.Baseline:
+		case o.Instances == 3 && o.OfBaseline > 0 && (o.Routing == RouteAffine || o.Routing == RouteNginx):
 			// Judged against one instance of the same cluster (behind the
 			// same nginx, which takes its share of the 2 cores), measured
 			// in halves around it.
 			add(fmt.Sprintf("committed orders/s, 3 instances, %s, ÷ 1 instance%s (halves around it)", o.Routing, behind(o.Routing)), ">= 1.0x", "x", o.OfBaseline, o.OfBaseline >= 1.0, fmt.Sprintf("%.2fx short", 1.0-o.OfBaseline))
-			if h := baselineHalves(br.Orders, i); h != nil {
+			if h := BaselineHalves(br.Orders, i); h != nil {
 				// The same instance and load, a phase apart: how far two
 				// measurements of one thing come out here.
 				add("committed orders/s, that baseline's halves, the higher ÷ the lower (the machine's own spread)", "(no target)", "x", max(h[0], h[1])/min(h[0], h[1]), true, "")
@@ -60,10 +60,10 @@ func benchTargets(br *benchReport) []benchTarget {
 	}
 	var silent []string
 	total := 0
-	for _, ph := range br.phases() {
-		if n := ph.answers["no answer"]; n > 0 {
+	for _, ph := range br.Phases() {
+		if n := ph.Answers["no answer"]; n > 0 {
 			total += n
-			silent = append(silent, fmt.Sprintf("%s: %d", ph.name, n))
+			silent = append(silent, fmt.Sprintf("%s: %d", ph.Name, n))
 		}
 	}
 	add("requests without an answer, every phase", "0", "", float64(total), total == 0, strings.Join(silent, "; "))
@@ -91,15 +91,15 @@ func benchTargets(br *benchReport) []benchTarget {
 
 // benchPhase is one phase's answers, by name.
 type benchPhase struct {
-	name    string
-	answers map[string]int
+	Name    string
+	Answers map[string]int
 }
 
 // phases lists every phase that sent HTTP requests, with its answers.
-func (br *benchReport) phases() []benchPhase {
+func (br *Bench) Phases() []benchPhase {
 	var out []benchPhase
 	for _, o := range br.Orders {
-		out = append(out, benchPhase{"orders, " + o.label(), o.Answers})
+		out = append(out, benchPhase{"orders, " + o.Label(), o.Answers})
 	}
 	out = append(out, benchPhase{"sold-out refusals", br.SoldOut.Answers}, benchPhase{"GET /healthz", br.Healthz.Answers},
 		benchPhase{fmt.Sprintf("memory, %d clients", br.Memory.Clients), br.Memory.Load.Answers})
@@ -107,7 +107,7 @@ func (br *benchReport) phases() []benchPhase {
 }
 
 // writeBench prints the bench figures for a person.
-func writeBench(w io.Writer, br *benchReport) {
+func WriteBench(w io.Writer, br *Bench) {
 	if br.Raw.Commits > 0 {
 		parts := make([]string, len(br.Raw.Parts))
 		for i, p := range br.Raw.Parts {
@@ -131,20 +131,20 @@ func writeBench(w io.Writer, br *benchReport) {
 			ofNginx = fmt.Sprintf(" = %.2fx its baseline", o.OfBaseline)
 		}
 		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance%s (%d in %.1fs); p50 %s, p99 %s; %s\n",
-			o.label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, ms(o.Load.P50), ms(o.Load.P99), batch)
-		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", answersText(o.Answers), o.Answers["no answer"])
+			o.Label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, Ms(o.Load.P50), Ms(o.Load.P99), batch)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", Outcomes(o.Answers), o.Answers["no answer"])
 	}
 	if br.SoldOut.Requests > 0 {
 		fmt.Fprintf(w, "refusals: %.0f sold-out refusals/s (p50 %s, p99 %s) vs GET /healthz %.0f/s (p50 %s, p99 %s): %.2fx; %d clients\n",
-			br.SoldOut.PerSec, ms(br.SoldOut.P50), ms(br.SoldOut.P99), br.Healthz.PerSec, ms(br.Healthz.P50), ms(br.Healthz.P99), br.RefusalRatio, br.SoldOut.Clients)
-		fmt.Fprintf(w, "          answers: %s; no answer: %d (healthz: %d)\n", answersText(br.SoldOut.Answers), br.SoldOut.Answers["no answer"], br.Healthz.Answers["no answer"])
+			br.SoldOut.PerSec, Ms(br.SoldOut.P50), Ms(br.SoldOut.P99), br.Healthz.PerSec, Ms(br.Healthz.P50), Ms(br.Healthz.P99), br.RefusalRatio, br.SoldOut.Clients)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d (healthz: %d)\n", Outcomes(br.SoldOut.Answers), br.SoldOut.Answers["no answer"], br.Healthz.Answers["no answer"])
 	}
 	if m := br.Memory; m.Load.Requests > 0 {
 		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s, slowest %s; shop connection cap %s\n",
-			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, ms(m.Load.P99), ms(m.Load.Max), m.MaxConns)
-		fmt.Fprintf(w, "          answers: %s; no answer: %d; clients without any answer: %d of %d\n", answersText(m.Load.Answers), m.Load.Answers["no answer"], m.Load.Unanswered, m.Clients)
+			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, Ms(m.Load.P99), Ms(m.Load.Max), m.MaxConns)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d; clients without any answer: %d of %d\n", Outcomes(m.Load.Answers), m.Load.Answers["no answer"], m.Load.Unanswered, m.Clients)
 		if len(m.Load.Failures) > 0 {
-			fmt.Fprintf(w, "          without an answer, as the clients saw it: %s\n", answersText(m.Load.Failures))
+			fmt.Fprintf(w, "          without an answer, as the clients saw it: %s\n", Outcomes(m.Load.Failures))
 		}
 		if m.ListenOverflows >= 0 {
 			fmt.Fprintf(w, "          connects dropped on a full listen queue (kernel, whole machine): %d; somaxconn %d\n", m.ListenOverflows, m.SoMaxConn)
@@ -163,26 +163,26 @@ func trimFloat2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // benchHTML is the bench section of report.html: the figures, and orders/s
 // and batch sizes over time.
-func benchHTML(br *benchReport) string {
+func BenchHTML(br *Bench) string {
 	var b strings.Builder
 	b.WriteString("<table><tr><th class=l>measure</th><th>figure</th><th>ratio</th><th>p50</th><th>p99</th></tr>")
 	lat := func(d time.Duration) string {
 		if d == 0 {
 			return "-" // no HTTP in this phase
 		}
-		return ms(d)
+		return Ms(d)
 	}
 	row := func(what string, fig float64, unit, ratio string, p50, p99 time.Duration) {
 		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td>%.0f %s</td><td>%s</td><td>%s</td><td>%s</td></tr>", html.EscapeString(what), fig, unit, ratio, lat(p50), lat(p99))
 	}
 	row(fmt.Sprintf("raw database ceiling, %d workers", br.Raw.Workers), br.Raw.TxPerSec, "tx/s", "1", 0, 0)
 	for _, o := range br.Orders {
-		row(fmt.Sprintf("committed orders, %s, %d clients", o.label(), o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw, %.2fx one", o.OfRaw, o.OfOne), o.Load.P50, o.Load.P99)
+		row(fmt.Sprintf("committed orders, %s, %d clients", o.Label(), o.Clients), o.OrdersPerSec, "orders/s", fmt.Sprintf("%.2fx raw, %.2fx one", o.OfRaw, o.OfOne), o.Load.P50, o.Load.P99)
 	}
 	row("sold-out refusals", br.SoldOut.PerSec, "/s", fmt.Sprintf("%.2fx healthz", br.RefusalRatio), br.SoldOut.P50, br.SoldOut.P99)
 	row("GET /healthz", br.Healthz.PerSec, "/s", "1", br.Healthz.P50, br.Healthz.P99)
 	fmt.Fprintf(&b, "<tr><td class=l>peak RSS, %d keep-alive clients on the sold-out path</td><td>%.0f MB</td><td></td><td>%s</td><td>%s</td></tr></table>",
-		br.Memory.Clients, max(br.Memory.PeakRSSMB, br.Memory.MaxRSSMB), ms(br.Memory.Load.P50), ms(br.Memory.Load.P99))
+		br.Memory.Clients, max(br.Memory.PeakRSSMB, br.Memory.MaxRSSMB), Ms(br.Memory.Load.P50), Ms(br.Memory.Load.P99))
 	if len(br.Targets) > 0 {
 		b.WriteString("<table><tr><th class=l>target</th><th>want</th><th>this run</th><th class=l>verdict</th></tr>")
 		for _, t := range br.Targets {
@@ -205,7 +205,7 @@ func benchHTML(br *benchReport) string {
 			}
 		}
 		name := fmt.Sprintf("%d inst.", o.Instances)
-		if o.Routing != routeDirect {
+		if o.Routing != RouteDirect {
 			name += ", " + o.Routing
 		}
 		if !o.Coalescing {
@@ -220,7 +220,7 @@ func benchHTML(br *benchReport) string {
 		b.WriteString(lineChart("committed orders per second (from the database), hot product", orders, nil))
 	}
 	if len(batches) > 0 {
-		b.WriteString(lineChart("mean batch size per second ("+benchBatchMetric+")", batches, nil))
+		b.WriteString(lineChart("mean batch size per second ("+BenchBatchMetric+")", batches, nil))
 	}
 	return b.String()
 }
@@ -229,15 +229,15 @@ func benchHTML(br *benchReport) string {
 // coalesced.
 // behind names what a phase's instances sit behind, for a target's text.
 func behind(routing string) string {
-	if routing == routeNginx {
+	if routing == RouteNginx {
 		return " behind nginx"
 	}
 	return " of the same cluster"
 }
 
-func (o benchOrders) label() string {
+func (o BenchOrders) Label() string {
 	out := fmt.Sprintf("%d instance(s)", o.Instances)
-	if o.Routing != "" && o.Routing != routeDirect {
+	if o.Routing != "" && o.Routing != RouteDirect {
 		out += ", " + o.Routing
 	}
 	if !o.Coalescing {
@@ -246,9 +246,9 @@ func (o benchOrders) label() string {
 	return out
 }
 
-// baselineHalves is the halves of phase i's baseline (the phase before
+// BaselineHalves is the halves of phase i's baseline (the phase before
 // it), nil when there are none.
-func baselineHalves(orders []benchOrders, i int) []float64 {
+func BaselineHalves(orders []BenchOrders, i int) []float64 {
 	if i == 0 {
 		return nil
 	}

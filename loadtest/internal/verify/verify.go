@@ -1,4 +1,8 @@
-package main
+// Package verify judges a run: it proves from the database (audit, stock
+// facts, fencing tokens) and from the clients' own records that nothing was
+// oversold, ordered twice, lost or charged twice, and returns the verdict
+// a report prints.
+package verify
 
 import (
 	"context"
@@ -18,11 +22,11 @@ const L2 = "L2"
 
 // verdict is the judgement of one run: the database audit, the client
 // records' checks and the lock checks, with the figures a report prints.
-type verdict struct {
+type Verdict struct {
 	Audit      audit.Report      `json:"audit"`
 	Client     []audit.Violation `json:"client_violations"`
 	Locks      []audit.Violation `json:"lock_violations"`
-	Counts     counts            `json:"counts"`
+	Counts     Counts            `json:"counts"`
 	Violations []audit.Violation `json:"-"` // all of the above, in one list
 	// Linearizable is the clients' histories' verdict (nil: unknown, or
 	// not checked); Linear its details.
@@ -31,7 +35,7 @@ type verdict struct {
 }
 
 // counts are a run's headline numbers, from the database.
-type counts struct {
+type Counts struct {
 	Orders     int64 `json:"orders"`      // orders not cancelled (rows)
 	Held       int64 `json:"held"`        // units held by orders not cancelled
 	Cancelled  int64 `json:"cancelled"`   // orders cancelled
@@ -46,10 +50,10 @@ type counts struct {
 }
 
 // OK reports a run with no violation at all.
-func (v verdict) OK() bool { return len(v.Violations) == 0 }
+func (v Verdict) OK() bool { return len(v.Violations) == 0 }
 
 // invariants lists the distinct invariants violated, in order.
-func (v verdict) invariants() []string {
+func (v Verdict) Invariants() []string {
 	var out []string
 	for _, x := range v.Violations {
 		if !slices.Contains(out, x.Invariant) {
@@ -60,32 +64,32 @@ func (v verdict) invariants() []string {
 }
 
 // checkInput is what a run leaves to judge.
-type checkInput struct {
-	records  []loadgen.Record
-	products map[int64]int64 // product -> units it was created with
-	settled  bool            // pay run: every order must end paid or cancelled
-	wallets  map[int64]int64 // balances read by the clients (pay run), nil otherwise
-	mirror   func(ctx context.Context, productID int64) (units, held int64, ok bool, err error)
-	linear   *loadgen.LinearOptions // nil: no linearizability check
-	soldOut  time.Duration          // the shops' SHOP_SOLD_OUT_CACHE (O5, as linear's)
+type CheckInput struct {
+	Records  []loadgen.Record
+	Products map[int64]int64 // product -> units it was created with
+	Settled  bool            // pay run: every order must end paid or cancelled
+	Wallets  map[int64]int64 // balances read by the clients (pay run), nil otherwise
+	Mirror   func(ctx context.Context, productID int64) (units, held int64, ok bool, err error)
+	Linear   *loadgen.LinearOptions // nil: no linearizability check
+	SoldOut  time.Duration          // the shops' SHOP_SOLD_OUT_CACHE (O5, as linear's)
 }
 
 // checkLinear judges the records' linearizability (when asked) and adds a
 // LIN violation per product that is not linearizable.
-func (v *verdict) checkLinear(in checkInput, f loadgen.Facts) {
-	if in.linear == nil {
+func (v *Verdict) checkLinear(in CheckInput, f loadgen.Facts) {
+	if in.Linear == nil {
 		return
 	}
-	rep, vs := loadgen.CheckLinear(in.records, in.products, f, *in.linear)
+	rep, vs := loadgen.CheckLinear(in.Records, in.Products, f, *in.Linear)
 	v.Linear, v.Linearizable = &rep, rep.Linearizable
 	v.Client = append(v.Client, vs...)
 }
 
 // verifyDB judges a run from the database: audit.Check (I1-I4, O1-O2,
 // M1-M2, R1 with a mirror), the client records (O3-O5, money), and L2.
-func verifyDB(ctx context.Context, db *gorm.DB, in checkInput) (verdict, error) {
-	var v verdict
-	r, err := audit.Check(ctx, db, audit.Options{StockMirror: in.mirror})
+func DB(ctx context.Context, db *gorm.DB, in CheckInput) (Verdict, error) {
+	var v Verdict
+	r, err := audit.Check(ctx, db, audit.Options{StockMirror: in.Mirror})
 	if err != nil {
 		return v, err
 	}
@@ -94,8 +98,8 @@ func verifyDB(ctx context.Context, db *gorm.DB, in checkInput) (verdict, error) 
 	if err != nil {
 		return v, err
 	}
-	f.SoldOutCache = in.soldOut
-	v.Client = loadgen.Check(in.records, f)
+	f.SoldOutCache = in.SoldOut
+	v.Client = loadgen.Check(in.Records, f)
 	v.checkLinear(in, f)
 	v.Locks, v.Counts.StaleFence, err = fenceCheck(ctx, db)
 	if err != nil {
@@ -112,10 +116,10 @@ func verifyDB(ctx context.Context, db *gorm.DB, in checkInput) (verdict, error) 
 // audit route per product the run created (and for wallets, everything,
 // keeping the violations of the run's users), and the client records with
 // facts read through the API.
-func verifyAPI(ctx context.Context, c *loadgen.Client, in checkInput, tokens map[int64]string) (verdict, error) {
-	var v verdict
+func API(ctx context.Context, c *loadgen.Client, in CheckInput, tokens map[int64]string) (Verdict, error) {
+	var v Verdict
 	v.Audit = audit.Report{OK: true, Products: []audit.ProductSummary{}, Violations: []audit.Violation{}}
-	for id := range in.products {
+	for id := range in.Products {
 		r, err := c.Audit(ctx, id)
 		if err != nil {
 			return v, err
@@ -124,7 +128,7 @@ func verifyAPI(ctx context.Context, c *loadgen.Client, in checkInput, tokens map
 		v.Audit.Products = append(v.Audit.Products, r.Products...)
 		v.Audit.Violations = append(v.Audit.Violations, r.Violations...)
 	}
-	if in.wallets != nil {
+	if in.Wallets != nil {
 		r, err := c.Audit(ctx, 0)
 		if err != nil {
 			return v, err
@@ -141,12 +145,12 @@ func verifyAPI(ctx context.Context, c *loadgen.Client, in checkInput, tokens map
 		}
 	}
 	v.Audit.OK = len(v.Audit.Violations) == 0
-	f, err := loadgen.FactsFromAPI(ctx, c, in.records, tokens, in.products)
+	f, err := loadgen.FactsFromAPI(ctx, c, in.Records, tokens, in.Products)
 	if err != nil {
 		return v, err
 	}
-	f.Settled, f.Wallets, f.SoldOutCache = in.settled, in.wallets, in.soldOut
-	v.Client = loadgen.Check(in.records, f)
+	f.Settled, f.Wallets, f.SoldOutCache = in.Settled, in.Wallets, in.SoldOut
+	v.Client = loadgen.Check(in.Records, f)
 	v.checkLinear(in, f)
 	for _, p := range v.Audit.Products {
 		v.Counts.Added += p.Added
@@ -211,8 +215,8 @@ type orderFactRow struct {
 // dbFacts reads what the client checks need: the orders the records name
 // and every order of the run's users, each product's stock, and when units
 // came back (cancel and restock ledger rows).
-func dbFacts(ctx context.Context, db *gorm.DB, in checkInput) (loadgen.Facts, error) {
-	f := loadgen.Facts{Orders: map[string]loadgen.OrderFact{}, Stock: map[int64]loadgen.StockFact{}, Settled: in.settled, Wallets: in.wallets}
+func dbFacts(ctx context.Context, db *gorm.DB, in CheckInput) (loadgen.Facts, error) {
+	f := loadgen.Facts{Orders: map[string]loadgen.OrderFact{}, Stock: map[int64]loadgen.StockFact{}, Settled: in.Settled, Wallets: in.Wallets}
 	db = db.WithContext(ctx)
 	add := func(rows []orderFactRow) {
 		for _, o := range rows {
@@ -221,7 +225,7 @@ func dbFacts(ctx context.Context, db *gorm.DB, in checkInput) (loadgen.Facts, er
 		}
 	}
 	const cols = "order_no, user_id, product_id, quantity, amount_cents, kind, status"
-	nos := loadgen.OrderNumbers(in.records)
+	nos := loadgen.OrderNumbers(in.Records)
 	for len(nos) > 0 {
 		n := min(len(nos), 500)
 		var rows []orderFactRow
@@ -231,9 +235,9 @@ func dbFacts(ctx context.Context, db *gorm.DB, in checkInput) (loadgen.Facts, er
 		add(rows)
 		nos = nos[n:]
 	}
-	if in.wallets != nil {
-		users := make([]int64, 0, len(in.wallets))
-		for u := range in.wallets {
+	if in.Wallets != nil {
+		users := make([]int64, 0, len(in.Wallets))
+		for u := range in.Wallets {
 			users = append(users, u)
 		}
 		for len(users) > 0 {
@@ -246,7 +250,7 @@ func dbFacts(ctx context.Context, db *gorm.DB, in checkInput) (loadgen.Facts, er
 			users = users[n:]
 		}
 	}
-	for id := range in.products {
+	for id := range in.Products {
 		// The ledger's sum, not products.stock: the two agree on a sound
 		// shop (I3), and when a lost update overwrote the stock the ledger
 		// still says what was sold.
@@ -325,9 +329,9 @@ func fenceCheck(ctx context.Context, db *gorm.DB) ([]audit.Violation, int64, err
 }
 
 // count fills the headline figures from the database.
-func (v *verdict) count(ctx context.Context, db *gorm.DB, in checkInput, f loadgen.Facts) error {
+func (v *Verdict) count(ctx context.Context, db *gorm.DB, in CheckInput, f loadgen.Facts) error {
 	for _, p := range v.Audit.Products {
-		if _, ours := in.products[p.ProductID]; !ours {
+		if _, ours := in.Products[p.ProductID]; !ours {
 			continue
 		}
 		v.Counts.Added += p.Added
@@ -362,30 +366,11 @@ func (v *verdict) count(ctx context.Context, db *gorm.DB, in checkInput, f loadg
 }
 
 // auditViolation is a violation in audit's format, whoever found it.
-type auditViolation = audit.Violation
+type Violation = audit.Violation
 
-func newViolation(inv, detail string, rows ...map[string]any) audit.Violation {
+func NewViolation(inv, detail string, rows ...map[string]any) audit.Violation {
 	if rows == nil {
 		rows = []map[string]any{}
 	}
 	return audit.Violation{Invariant: inv, Detail: detail, Rows: rows}
-}
-
-// allLinearizable is the verdict over several rows: false when one is not
-// linearizable, else nil when one is unknown (or errored), else true.
-func allLinearizable(rows []compareRow) *bool {
-	out := true
-	unknown := len(rows) == 0
-	for _, c := range rows {
-		switch {
-		case c.Linearizable == nil:
-			unknown = true
-		case !*c.Linearizable:
-			out = false
-		}
-	}
-	if out && unknown {
-		return nil
-	}
-	return &out
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ func TestWireClient(t *testing.T) {
 
 	ctx := context.Background()
 	w := newWireClient(time.Second)
-	defer w.close()
+	defer w.Close()
 	buf := make([]byte, 2048)
 	for range 5 {
 		status, code, err := w.do(ctx, http.MethodPost, u, "Bearer t", buf)
@@ -83,13 +83,13 @@ func TestWireClient(t *testing.T) {
 	})
 	eager, _ := url.Parse("http://" + eagerAddr + "/healthz")
 	w2 := newWireClient(time.Second)
-	defer w2.close()
+	defer w2.Close()
 	// A connection whose answer has crossed loopback before the request
 	// is written (do dials and writes at once; the wait makes the order
 	// certain): once sees it and writes nothing. (do then fails the
 	// request on a fresh connection, as net/http's "unsolicited response"
 	// does, and starts over on a new one for a reused connection.)
-	c, err := w2.dialer.DialContext(ctx, "tcp", eager.Host)
+	c, err := w2.Dialer.DialContext(ctx, "tcp", eager.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestWireClient(t *testing.T) {
 	})
 	cut, _ := url.Parse("http://" + shortAddr + "/x")
 	w3 := newWireClient(time.Second)
-	defer w3.close()
+	defer w3.Close()
 	if status, _, err := w3.do(ctx, http.MethodPost, cut, "", buf); err == nil || status != http.StatusConflict || w3.conn != nil {
 		t.Fatalf("a body cut short: status %d, err %v, connection kept %v; want 409 with an error, connection closed", status, err, w3.conn != nil)
 	}

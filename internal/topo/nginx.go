@@ -1,4 +1,4 @@
-package main
+package topo
 
 import (
 	"context"
@@ -13,75 +13,85 @@ import (
 	"time"
 )
 
-// startNginx runs nginx with the repository's deploy/nginx.conf in front of
-// shops (the compose service names shop1..shopN mapped to their addresses,
-// as deploy/native.sh does, no access log) and returns its base URL and a
-// stop function. exec.ErrNotFound: nginx is not installed.
-func startNginx(ctx context.Context, workdir string, shops []string) (string, func(), error) {
+// NginxOptions configure StartNginx.
+type NginxOptions struct {
+	Dir   string   // its configuration, pid file and error log
+	Conf  string   // the text of deploy/nginx.conf
+	Shops []string // base URLs of the shops, shop1..shopN of Conf
+}
+
+// Nginx is nginx with the repository's deploy/nginx.conf in front of shops
+// on loopback: the compose service names shop1..shopN mapped to their
+// addresses, as deploy/native.sh does, no access log.
+type Nginx struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartNginx starts nginx and returns once /nginx-health answers.
+// exec.ErrNotFound: nginx is not installed.
+func StartNginx(ctx context.Context, o NginxOptions) (*Nginx, error) {
 	bin, err := nginxPath()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	root, err := moduleRoot(ctx)
+	p, err := FreePorts(1)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	conf, err := os.ReadFile(filepath.Join(root, "deploy", "nginx.conf"))
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	text, err := nginxConf(o.Conf, p[0], o.Shops, filepath.Join(o.Dir, "error.log"))
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return "", nil, err
-	}
-	dir := filepath.Join(workdir, fmt.Sprintf("nginx-%d", len(shops)))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, err
-	}
-	text, err := nginxConf(string(conf), port, shops, filepath.Join(dir, "error.log"))
-	if err != nil {
-		return "", nil, err
-	}
-	path := filepath.Join(dir, "nginx.conf")
+	path := filepath.Join(o.Dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	cmd := exec.Command(bin, "-p", dir, "-c", path, "-g", "pid "+filepath.Join(dir, "nginx.pid")+"; daemon off;")
+	cmd := exec.Command(bin, "-p", o.Dir, "-c", path, "-g", "pid "+filepath.Join(o.Dir, "nginx.pid")+"; daemon off;")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	n := &Nginx{url: fmt.Sprintf("http://127.0.0.1:%d", p[0]), cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(n.done) }()
 	probe := &http.Client{Timeout: time.Second} // a stuck probe must not outlast the deadline
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := probe.Get(base + "/nginx-health"); err == nil {
-			resp.Body.Close()
-			return base, stop, nil
-		}
+	err = poll(ctx, 10*time.Second, "nginx answering on "+n.url, func(context.Context) error {
 		select {
-		case <-done:
-			return "", nil, fmt.Errorf("nginx exited at start (see %s)", filepath.Join(dir, "error.log"))
+		case <-n.done:
+			return fmt.Errorf("nginx exited at start (see %s)", filepath.Join(o.Dir, "error.log"))
 		default:
 		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("nginx did not answer on %s within 10s", base)
+		resp, err := probe.Get(n.url + "/nginx-health")
+		if err != nil {
+			return err
 		}
+		return resp.Body.Close()
+	})
+	if err != nil {
+		n.Close()
+		return nil, err
 	}
+	return n, nil
 }
 
+// URL is nginx's base URL.
+func (n *Nginx) URL() string { return n.url }
+
+// Close stops nginx gracefully (SIGQUIT), killing it after 5 s.
+func (n *Nginx) Close() {
+	_ = n.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-n.done:
+	case <-time.After(5 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.done
+	}
+}
 // nginxConf maps deploy/nginx.conf onto loopback: nginx listens on port,
 // shopN:8080 becomes the address of shops[N-1] (with one shop, every
 // upstream server is that shop: the bench's one-instance baseline behind
@@ -127,4 +137,10 @@ func nginxPath() (string, error) {
 		}
 	}
 	return bin, nil
+}
+
+// NginxInstalled reports whether nginx is on PATH or where Debian puts it.
+func NginxInstalled() bool {
+	_, err := nginxPath()
+	return err == nil
 }

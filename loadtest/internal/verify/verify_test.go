@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"context"
@@ -128,7 +128,7 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 		breakIt func(s *shop) // nil: the clean shop
 		recs    func(base time.Time) []loadgen.Record
 		want    []string
-		check   func(t *testing.T, v verdict)
+		check   func(t *testing.T, v Verdict)
 	}{
 		{name: "clean shop passes"},
 		{
@@ -142,7 +142,7 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 				s.exec("UPDATE products SET stock = 0 WHERE id = 3") // a read-modify-write overwrote the count
 			},
 			want:  []string{"I2", "I3"},
-			check: func(t *testing.T, v verdict) { want(t, "oversold", v.Counts.Oversold, 1) },
+			check: func(t *testing.T, v Verdict) { want(t, "oversold", v.Counts.Oversold, 1) },
 		},
 		{
 			name: "duplicate seckill order",
@@ -150,7 +150,7 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 				s.order("S-12-again", 12, 1, 1, "seckill", "pending", 3)
 			},
 			want:  []string{"O1"},
-			check: func(t *testing.T, v verdict) { want(t, "duplicates", v.Counts.Duplicates, 1) },
+			check: func(t *testing.T, v Verdict) { want(t, "duplicates", v.Counts.Duplicates, 1) },
 		},
 		{
 			name:    "paid order without a payment",
@@ -174,7 +174,7 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 					OrderNo: "S-13-lost", Start: base, End: base.Add(time.Millisecond)})
 			},
 			want:  []string{"O3"},
-			check: func(t *testing.T, v verdict) { want(t, "lost acks", int64(v.Counts.LostAcks), 1) },
+			check: func(t *testing.T, v Verdict) { want(t, "lost acks", int64(v.Counts.LostAcks), 1) },
 		},
 		{
 			name: "stock write with a stale fencing token",
@@ -209,7 +209,7 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 					Code: "sold_out", Start: base, End: base.Add(time.Millisecond)})
 			},
 			want:  []string{"O5", loadgen.LIN},
-			check: func(t *testing.T, v verdict) { want(t, "linearizable", linearInt(v.Linearizable), 0) },
+			check: func(t *testing.T, v Verdict) { want(t, "linearizable", linearInt(v.Linearizable), 0) },
 		},
 	}
 	for _, db := range dbs {
@@ -225,11 +225,11 @@ func TestCheckerFlagsBrokenShops(t *testing.T) {
 				if c.recs != nil {
 					recs = c.recs(base)
 				}
-				v, err := verifyDB(context.Background(), s.db, checkInput{records: recs, products: map[int64]int64{1: 5, 2: 10, 3: 2}, linear: &loadgen.LinearOptions{}})
+				v, err := DB(context.Background(), s.db, CheckInput{Records: recs, Products: map[int64]int64{1: 5, 2: 10, 3: 2}, Linear: &loadgen.LinearOptions{}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := v.invariants()
+				got := v.Invariants()
 				if c.want == nil && len(got) > 0 {
 					t.Fatalf("clean shop: violations %v: %+v", got, v.Violations)
 				}

@@ -1,0 +1,60 @@
+package harness
+
+import (
+	"errors"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
+)
+
+// BenchOptions are the bench scenario's flags.
+type BenchOptions struct {
+	Phase       time.Duration // measured window of each phase
+	Warmup      time.Duration // load before each window, not counted
+	Clients     int           // concurrent HTTP clients of the throughput phases
+	RawWorkers  int           // workers of the raw database ceiling
+	RssClients  int           // concurrent keep-alive clients of the memory phase
+	RssDuration time.Duration // how long the memory phase runs
+}
+
+func (o BenchOptions) Validate() error {
+	switch {
+	case o.Phase <= 0 || o.Warmup < 0 || o.RssDuration <= 0:
+		return errors.New("--bench-phase and --bench-rss-duration must be positive, --bench-warmup not negative")
+	case o.Clients < 1 || o.RawWorkers < 1 || o.RssClients < 1:
+		return errors.New("--bench-clients, --bench-raw-workers and --bench-rss-clients must be at least 1")
+	case o.Clients > 4096 || o.RawWorkers > 256 || o.RssClients > 20_000:
+		return errors.New("bench sizes out of bounds (clients <= 4096, raw workers <= 256, rss clients <= 20000)")
+	}
+	return nil
+}
+
+type Options struct {
+	Scenarios      []string
+	Users          int
+	Stock          int
+	Retries        int
+	Instances      int
+	Concurrency    int
+	PayBuyers      int
+	Timeout        time.Duration
+	TinyTimeout    time.Duration
+	ChaosDuration  time.Duration
+	PaymentTimeout time.Duration
+	SweepInterval  time.Duration
+	MaxDuration    time.Duration
+	Report         string
+	Targets        []string
+	AdminToken     string
+	ShopBin        string
+	Keep           bool
+	MysqlDSN       string
+	RedisURL       string
+	Strategy       string
+	BatchMax       int
+	StockBuckets   int      // SHOP_STOCK_BUCKETS of the lock-fence shops started; 0: the shop's default
+	Expect5xx      []string // statuses (e.g. a load balancer's 504) A1 does not count against the shop
+	Linear         loadgen.LinearOptions
+	NoLinear       bool
+	Bench          BenchOptions
+}

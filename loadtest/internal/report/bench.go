@@ -1,0 +1,190 @@
+package report
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// benchReport is what the bench scenario measured.
+type Bench struct {
+	Phase        time.Duration `json:"phase_ns"`
+	Raw          BenchRaw      `json:"raw"`
+	Orders       []BenchOrders `json:"orders"`
+	SoldOut      BenchRate     `json:"sold_out"`
+	Healthz      BenchRate     `json:"healthz"`
+	RefusalRatio float64       `json:"refusals_per_healthz"`
+	Memory       BenchMemory   `json:"memory"`
+	OneUnit      BenchOneUnit  `json:"one_unit"`
+	Targets      []BenchTarget `json:"targets"`
+}
+
+// benchRaw is the raw database ceiling.
+type BenchRaw struct {
+	Workers  int       `json:"workers"`
+	Commits  int64     `json:"commits"`
+	Seconds  float64   `json:"seconds"`
+	TxPerSec float64   `json:"tx_per_s"`
+	Errors   int64     `json:"errors"`
+	Parts    []float64 `json:"parts_tx_per_s"` // tx/s of each part, in order
+}
+
+// plus is the ceiling over both runs.
+func (r BenchRaw) Plus(s BenchRaw) BenchRaw {
+	out := BenchRaw{Workers: r.Workers, Commits: r.Commits + s.Commits, Seconds: r.Seconds + s.Seconds, Errors: r.Errors + s.Errors,
+		Parts: append(append([]float64{}, r.Parts...), s.Parts...)}
+	if out.Seconds > 0 {
+		out.TxPerSec = float64(out.Commits) / out.Seconds
+	}
+	return out
+}
+
+// benchOrders is one hot-product phase.
+type BenchOrders struct {
+	Instances    int     `json:"instances"`
+	Routing      string  `json:"routing"`    // how the clients reach the instances (see benchRoute)
+	Coalescing   bool    `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
+	Clients      int     `json:"clients"`
+	Committed    int64   `json:"committed"` // order rows of the product that appeared in the window
+	Seconds      float64 `json:"seconds"`
+	OrdersPerSec float64 `json:"orders_per_s"`
+	OfRaw        float64 `json:"of_raw_ceiling"`  // OrdersPerSec / Raw.TxPerSec (set when the ceiling is known)
+	OfOne        float64 `json:"of_one_instance"` // OrdersPerSec / the coalesced one-instance phase's
+	// Baseline: this phase is the one-instance baseline of the phase
+	// after it, run in two halves, one just before and one just after it.
+	// OfBaseline: for that next phase, OrdersPerSec / its baseline's.
+	// Halves: a baseline's two halves' orders/s, the same instance and
+	// load minutes apart, so their ratio shows the machine's own spread.
+	Baseline   bool           `json:"baseline,omitempty"`
+	OfBaseline float64        `json:"of_baseline,omitempty"`
+	Halves     []float64      `json:"halves_orders_per_s,omitempty"`
+	Load       BenchRate      `json:"load"`
+	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
+	Series     []BenchSample  `json:"series"`
+	Answers    map[string]int `json:"answers"`
+}
+
+// benchSample is one second of a hot-product phase.
+type BenchSample struct {
+	T         float64 `json:"t_s"`
+	Orders    float64 `json:"orders_per_s"`
+	BatchMean float64 `json:"batch_mean,omitempty"`
+}
+
+// benchRate is a closed-loop load's answers.
+type BenchRate struct {
+	Clients  int `json:"clients"`
+	Requests int `json:"requests"` // sent in the measured window
+	Sent     int `json:"sent"`     // sent in all, warm-up included
+	// Unanswered counts the clients that got no answer to any request
+	// (one that never got to send counts too).
+	Unanswered int            `json:"clients_without_answer"`
+	Seconds    float64        `json:"seconds"`
+	PerSec     float64        `json:"per_s"` // answers with the expected status per second
+	P50        time.Duration  `json:"p50_ns"`
+	P90        time.Duration  `json:"p90_ns"`
+	P99        time.Duration  `json:"p99_ns"`
+	Max        time.Duration  `json:"max_ns"`
+	Answers    map[string]int `json:"answers"`
+	// Failures counts the requests without an answer by what the client
+	// saw (the error's last part: a timeout, a reset, ...).
+	Failures map[string]int `json:"failures,omitempty"`
+}
+
+// benchOneUnit is the product with one unit that the refusal and memory
+// phases hammer: it must end with exactly one order.
+type BenchOneUnit struct {
+	Buyers int   `json:"buyers"` // distinct users who sent a seckill order for it
+	Orders int64 `json:"orders"`
+}
+
+// benchMemory is the memory phase.
+type BenchMemory struct {
+	Clients    int       `json:"clients"`
+	Seconds    float64   `json:"seconds"`
+	Load       BenchRate `json:"load"`
+	PeakRSSMB  float64   `json:"peak_rss_mb"`  // VmHWM, reset when the phase starts
+	MaxRSSMB   float64   `json:"max_rss_mb"`   // highest VmRSS sampled every 100 ms
+	StartRSSMB float64   `json:"start_rss_mb"` // VmRSS before the phase
+	MaxConns   string    `json:"max_conns"`    // the shop's connection cap, as configured
+	// ListenOverflows: connects the kernel dropped during the phase
+	// because a listen queue was full (TcpExt ListenOverflows, whole
+	// machine; -1: not known), and SoMaxConn the queue's bound
+	// (net.core.somaxconn; Go listens with it). A dropped connect is
+	// retried by the client's kernel 1 s, 3 s, 7 s later.
+	ListenOverflows int64 `json:"listen_overflows"`
+	SoMaxConn       int64 `json:"somaxconn,omitempty"`
+}
+
+// benchTarget is one target of issue 14 next to this run's figure.
+type BenchTarget struct {
+	What   string  `json:"what"`
+	Want   string  `json:"want"`
+	Got    float64 `json:"got"`
+	Unit   string  `json:"unit"`
+	Met    bool    `json:"met"`
+	Missed string  `json:"missed,omitempty"`
+}
+
+// The routings a hot-product phase can use.
+const (
+	RouteDirect  = "direct"                         // one instance
+	RouteAffine  = "product-affine"                 // the harness's consistent hash, the default
+	RouteSpread  = "round robin (lab)"              // every instance takes a share of the product
+	RouteNginx   = "nginx, product-affine"          // deploy/nginx.conf in front
+	RouteBuckets = "round robin, K=3 stock buckets" // each instance starts at its own bucket (docs chapter 9)
+	RouteNoNginx = "nginx not installed: skipped"   // (not a phase)
+)
+
+// plus is two halves of one load as one (see benchOrders.plus).
+func (r BenchRate) Plus(s BenchRate) BenchRate {
+	out := r
+	out.Requests, out.Sent, out.Unanswered = r.Requests+s.Requests, r.Sent+s.Sent, r.Unanswered+s.Unanswered
+	out.Seconds = r.Seconds + s.Seconds
+	if r.Seconds > 0 && s.Seconds > 0 {
+		out.PerSec = (r.PerSec*r.Seconds + s.PerSec*s.Seconds) / out.Seconds
+	}
+	out.P50, out.P90, out.P99, out.Max = max(r.P50, s.P50), max(r.P90, s.P90), max(r.P99, s.P99), max(r.Max, s.Max)
+	out.Answers, out.Failures = AddCounts(r.Answers, s.Answers), AddCounts(r.Failures, s.Failures)
+	return out
+}
+
+// addCounts is a and b added key by key, in a new map (nil when both are
+// empty, so an absent table stays absent).
+func AddCounts(a, b map[string]int) map[string]int {
+	if len(a) == 0 && len(b) == 0 {
+		return a
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]int{}
+	}
+	for k, v := range b {
+		out[k] += v
+	}
+	return out
+}
+
+const BenchBatchMetric = "shop_orders_batch_size"
+
+// plus is two halves of one phase as one: counts add up; a latency
+// quantile is the larger of the two halves' (never understated); the
+// mean batch is weighted by the orders each half committed.
+func (o BenchOrders) Plus(p BenchOrders) BenchOrders {
+	out := o
+	out.Committed, out.Seconds = o.Committed+p.Committed, o.Seconds+p.Seconds
+	if out.Seconds > 0 {
+		out.OrdersPerSec = float64(out.Committed) / out.Seconds
+	}
+	if o.BatchMean > 0 && p.BatchMean > 0 {
+		out.BatchMean = float64(out.Committed) / (float64(o.Committed)/o.BatchMean + float64(p.Committed)/p.BatchMean)
+	}
+	out.Series = slices.Clone(o.Series)
+	for _, s := range p.Series {
+		s.T += o.Seconds
+		out.Series = append(out.Series, s)
+	}
+	out.Load = o.Load.Plus(p.Load)
+	out.Answers = out.Load.Answers
+	return out
+}

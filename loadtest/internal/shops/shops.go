@@ -1,0 +1,540 @@
+package shops
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/topo"
+
+	"github.com/alicebob/miniredis/v2"
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/internal/platform"
+)
+
+// backend is the database and Redis of one scenario run: a fresh MySQL
+// database (or SQLite file) and a Redis key prefix of its own, on a shared,
+// private or in-process Redis.
+type Backend struct {
+	ServerDSN  string // MySQL server DSN the run's database was created from
+	dsn        string // the run's database ("" with SQLite)
+	DbName     string
+	SqlitePath string
+	RedisURL   string
+	Prefix     string
+	RedisKind  string // "shared", "private" (redis-server started here) or "embedded" (miniredis in this process)
+	Private    *topo.Redis
+	Mini       *miniredis.Miniredis
+	Keep       bool
+	Db         *platform.DB
+	Log        *slog.Logger
+}
+
+// backendOptions say where a scenario's backend lives.
+type BackendOptions struct {
+	MysqlDSN   string // server DSN (a database name in it is ignored); "" uses SQLite
+	RedisURL   string // shared Redis; "" starts one (private when wantPrivate and redis-server exists, else in-process)
+	Private    bool   // the scenario needs a Redis it may restart and flush
+	Workdir    string
+	Keep       bool
+	ScenarioID string
+}
+
+func NewBackend(ctx context.Context, o BackendOptions, log *slog.Logger) (*Backend, error) {
+	b := &Backend{Keep: o.Keep, Log: log, Prefix: "lt" + loadgen.RandomID(4) + ":"}
+	ok := false
+	defer func() {
+		if !ok {
+			b.Close()
+		}
+	}()
+	if o.MysqlDSN != "" {
+		cfg, err := gomysql.ParseDSN(o.MysqlDSN)
+		if err != nil {
+			return nil, fmt.Errorf("--mysql-dsn / SHOP_MYSQL_DSN: %w", err)
+		}
+		cfg.DBName = ""
+		b.ServerDSN = cfg.FormatDSN()
+		b.DbName = "loadtest_" + loadgen.RandomID(5)
+		Admin, err := sql.Open("mysql", b.ServerDSN)
+		if err != nil {
+			return nil, err
+		}
+		_, err = Admin.ExecContext(ctx, "CREATE DATABASE "+b.DbName+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+		Admin.Close()
+		if err != nil {
+			return nil, fmt.Errorf("create database %s: %w", b.DbName, err)
+		}
+		cfg.DBName = b.DbName
+		cfg.ParseTime = true
+		cfg.Loc = time.UTC
+		b.dsn = cfg.FormatDSN()
+	} else {
+		b.SqlitePath = filepath.Join(o.Workdir, o.ScenarioID+".db")
+	}
+	db, err := platform.OpenDB(ctx, b.dsn, b.SqlitePath, log)
+	if err != nil {
+		return nil, err
+	}
+	b.Db = db
+	if _, err := platform.Migrate(ctx, db, log); err != nil {
+		return nil, err
+	}
+
+	switch {
+	case o.RedisURL != "" && !o.Private:
+		b.RedisURL, b.RedisKind = o.RedisURL, "shared"
+	case topo.RedisInstalled():
+		p, err := topo.StartRedis(ctx, filepath.Join(o.Workdir, o.ScenarioID+"-redis"))
+		if err != nil {
+			return nil, err
+		}
+		b.Private, b.RedisURL, b.RedisKind = p, p.URL(), "private"
+	default:
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true) // real expiry: lock and idempotency leases must run out
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("in-process redis: %w", err)
+		}
+		b.Mini, b.RedisURL, b.RedisKind = m, "redis://"+m.Addr()+"/0", "embedded"
+	}
+	ok = true
+	return b, nil
+}
+
+func (b *Backend) Describe() string {
+	db := "SQLite " + b.SqlitePath
+	if b.dsn != "" {
+		db = "MySQL/MariaDB database " + b.DbName
+	}
+	r := map[string]string{"shared": "shared Redis (prefix " + b.Prefix + ")", "private": "private redis-server " + b.RedisURL,
+		"embedded": "in-process Redis (miniredis) " + b.RedisURL}[b.RedisKind]
+	return db + " + " + r
+}
+
+// env is the part of a shop's environment that names this backend.
+func (b *Backend) Env() []string {
+	e := []string{"SHOP_REDIS_URL=" + b.RedisURL, "SHOP_REDIS_PREFIX=" + b.Prefix}
+	if b.dsn != "" {
+		return append(e, "SHOP_MYSQL_DSN="+b.dsn)
+	}
+	return append(e, "SHOP_SQLITE_PATH="+b.SqlitePath)
+}
+
+// redisClient is a client of this backend's Redis.
+func (b *Backend) RedisClient() (*redis.Client, error) {
+	opt, err := redis.ParseURL(b.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(opt), nil
+}
+
+// restartRedis restarts a private or in-process Redis (all data lost).
+func (b *Backend) RestartRedis(ctx context.Context) error {
+	switch {
+	case b.Private != nil:
+		return b.Private.Restart(ctx)
+	case b.Mini != nil:
+		addr := b.Mini.Addr()
+		b.Mini.Close()
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true) // real expiry: lock and idempotency leases must run out
+		if err := m.StartAddr(addr); err != nil {
+			return err
+		}
+		b.Mini = m
+		return nil
+	}
+	return errors.New("the shared Redis is never restarted")
+}
+
+// flushRedis empties a private or in-process Redis.
+func (b *Backend) FlushRedis(ctx context.Context) error {
+	switch {
+	case b.Private != nil:
+		c, err := b.RedisClient()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return c.FlushAll(ctx).Err()
+	case b.Mini != nil:
+		b.Mini.FlushAll()
+		return nil
+	}
+	return errors.New("the shared Redis is never flushed")
+}
+
+func (b *Backend) Close() {
+	if b.Db != nil {
+		b.Db.Close()
+	}
+	if b.RedisKind == "shared" && !b.Keep {
+		if c, err := b.RedisClient(); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			iter := c.Scan(ctx, 0, b.Prefix+"*", 1000).Iterator()
+			var keys []string
+			for iter.Next(ctx) {
+				if keys = append(keys, iter.Val()); len(keys) == 500 {
+					c.Del(ctx, keys...)
+					keys = keys[:0]
+				}
+			}
+			if len(keys) > 0 {
+				c.Del(ctx, keys...)
+			}
+			cancel()
+			c.Close()
+		}
+	}
+	if b.Private != nil {
+		b.Private.Close()
+	}
+	if b.Mini != nil {
+		b.Mini.Close()
+	}
+	if b.DbName != "" && !b.Keep {
+		if Admin, err := sql.Open("mysql", b.ServerDSN); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, _ = Admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+b.DbName)
+			cancel()
+			Admin.Close()
+		}
+	}
+}
+
+// startNginx starts nginx with the repository's deploy/nginx.conf in
+// front of shops (exec.ErrNotFound: nginx is not installed).
+func StartNginx(ctx context.Context, Workdir string, shops []string) (*topo.Nginx, error) {
+	root, err := ModuleRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := os.ReadFile(filepath.Join(root, "deploy", "nginx.conf"))
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(Workdir, fmt.Sprintf("nginx-%d", len(shops)))
+	return topo.StartNginx(ctx, topo.NginxOptions{Dir: dir, Conf: string(conf), Shops: shops})
+}
+
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cluster is N shop processes on loopback ports sharing one backend.
+type Cluster struct {
+	Bin       string
+	Backend   *Backend
+	Admin     string
+	Secret    string
+	Workdir   string
+	Name      string
+	Instances []*Instance
+	Client    *loadgen.Client
+	Common    []string // the settings every instance was started with
+}
+
+// instance is one shop process; restarts keep its port.
+type Instance struct {
+	Idx     int
+	Port    int
+	Env     []string
+	cmd     *exec.Cmd
+	LogPath string
+	Starts  int
+	mu      sync.Mutex
+	Exited  chan struct{}
+}
+
+func (i *Instance) Url() string { return fmt.Sprintf("http://127.0.0.1:%d", i.Port) }
+
+// withBuckets adds stock buckets to a cluster's settings: SHOP_STOCK_BUCKETS=k
+// for every instance, and SHOP_HOME_BUCKET=i for instance i, so each of k
+// instances starts at its own bucket (docs chapter 9). k <= 1 adds nothing.
+func WithBuckets(k int, Common []string, extra func(i int) []string) ([]string, func(i int) []string) {
+	if k <= 1 {
+		return Common, extra
+	}
+	Common = append(slices.Clone(Common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(k))
+	return Common, func(i int) []string {
+		var own []string
+		if extra != nil {
+			own = extra(i)
+		}
+		return append(own, "SHOP_HOME_BUCKET="+strconv.Itoa(i))
+	}
+}
+
+// startCluster starts n instances; extra(i) is instance i's own settings.
+func Start(ctx context.Context, Bin string, b *Backend, n int, name, Workdir string, Common []string, extra func(i int) []string) (*Cluster, error) {
+	c := &Cluster{Bin: Bin, Backend: b, Admin: "lt-admin-" + loadgen.RandomID(12), Secret: "lt-secret-" + loadgen.RandomID(16), Workdir: Workdir, Name: name, Common: Common}
+	var urls []string
+	for i := range n {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		env := append([]string{
+			"SHOP_ADDR=127.0.0.1:" + strconv.Itoa(port),
+			"SHOP_ADMIN_TOKEN=" + c.Admin, "SHOP_AUTH_SECRET=" + c.Secret,
+			"SHOP_LOG_LEVEL=warn",
+			// The harness stands in for thousands of buyers' devices: it
+			// names each buyer's (simulated) address when logging in, and
+			// its shops trust it to, so the per-address login limit sees a
+			// sale, not one client.
+			"SHOP_TRUSTED_PROXIES=127.0.0.1",
+		}, b.Env()...)
+		env = append(env, Common...)
+		if extra != nil {
+			env = append(env, extra(i)...)
+		}
+		inst := &Instance{Idx: i, Port: port, Env: env, LogPath: filepath.Join(Workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
+		c.Instances = append(c.Instances, inst)
+		urls = append(urls, inst.Url())
+	}
+	c.Client = loadgen.NewClient(urls, c.Admin, 256)
+	for _, inst := range c.Instances {
+		if err := c.Start(inst); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := c.Ready(ctx, 60*time.Second); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) Urls() []string {
+	out := make([]string, len(c.Instances))
+	for i, inst := range c.Instances {
+		out[i] = inst.Url()
+	}
+	return out
+}
+
+// shopEnv is the harness's environment without any SHOP_ setting, so only
+// what a scenario sets reaches the shops.
+func ShopEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SHOP_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (c *Cluster) Start(inst *Instance) error {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	logf, err := os.OpenFile(inst.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	inst.Starts++
+	fmt.Fprintf(logf, "--- start %d at %s\n", inst.Starts, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(c.Bin, "serve")
+	cmd.Env = append(ShopEnv(), inst.Env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", c.Bin, err)
+	}
+	inst.cmd = cmd
+	Exited := make(chan struct{})
+	inst.Exited = Exited
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(Exited)
+	}()
+	return nil
+}
+
+// ready waits for every instance's /readyz, failing early when one exits.
+func (c *Cluster) Ready(ctx context.Context, limit time.Duration) error {
+	for _, inst := range c.Instances {
+		if err := c.ReadyOne(ctx, inst, limit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) ReadyOne(ctx context.Context, inst *Instance, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		a := c.Client.Do(ctx, loadgen.Call{Target: inst.Idx, Method: "GET", Path: "/readyz", Timeout: 2 * time.Second})
+		if a.Status == 200 {
+			return nil
+		}
+		select {
+		case <-inst.Exited:
+			return fmt.Errorf("shop instance %d exited before it was ready; its log %s ends:\n%s", inst.Idx+1, inst.LogPath, Tail(inst.LogPath, 15))
+		case <-ctx.Done():
+			return fmt.Errorf("shop instance %d not ready after %s (log %s):\n%s", inst.Idx+1, limit, inst.LogPath, Tail(inst.LogPath, 15))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// signal sends sig to instance i.
+func (c *Cluster) Signal(i int, sig syscall.Signal) error {
+	inst := c.Instances[i]
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if inst.cmd == nil || inst.cmd.Process == nil {
+		return errors.New("not running")
+	}
+	return inst.cmd.Process.Signal(sig)
+}
+
+// kill SIGKILLs instance i and waits for it to be gone.
+func (c *Cluster) Kill(i int) error {
+	if err := c.Signal(i, syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-c.Instances[i].Exited
+	return nil
+}
+
+// restart starts instance i again and waits until it is ready. A start
+// that fails (e.g. the database refusing connections for a moment) is tried
+// again, up to five times.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	var err error
+	for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * time.Second)
+		}
+		if err = c.Start(c.Instances[i]); err != nil {
+			continue
+		}
+		if err = c.ReadyOne(ctx, c.Instances[i], 60*time.Second); err == nil {
+			return nil
+		}
+		_ = c.Signal(i, syscall.SIGKILL)
+		<-c.Instances[i].Exited
+	}
+	return err
+}
+
+// close stops every instance: SIGCONT (a stopped one cannot exit), SIGTERM,
+// then SIGKILL after 10s.
+func (c *Cluster) Close() {
+	for i, inst := range c.Instances {
+		if inst.cmd == nil {
+			continue
+		}
+		_ = c.Signal(i, syscall.SIGCONT)
+		_ = c.Signal(i, syscall.SIGTERM)
+	}
+	for i, inst := range c.Instances {
+		if inst.cmd == nil {
+			continue
+		}
+		select {
+		case <-inst.Exited:
+		case <-time.After(10 * time.Second):
+			_ = c.Signal(i, syscall.SIGKILL)
+			<-inst.Exited
+		}
+	}
+}
+
+// metrics scrapes the shop_ metrics of every running instance.
+func (c *Cluster) Metrics(ctx context.Context) []map[string]float64 {
+	out := make([]map[string]float64, len(c.Instances))
+	for i := range c.Instances {
+		m, err := c.Client.Metrics(ctx, i, "shop_")
+		if err == nil {
+			out[i] = m
+		}
+	}
+	return out
+}
+
+// tail returns the last n lines of a file.
+func Tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}
+
+// moduleRoot is the directory of this module's go.mod (the harness runs
+// from inside the repository).
+func ModuleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("go env GOMOD: not inside a module (run the harness from the repository)")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// buildShop builds the shop binary from this module into dir.
+func Build(ctx context.Context, dir string) (string, error) {
+	root, err := ModuleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	Bin := filepath.Join(dir, "shop")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", Bin, "./cmd/shop")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build -o %s ./cmd/shop: %w\n%s", Bin, err, b)
+	}
+	return Bin, nil
+}
+
+// StartCount is how many times the instance was started (1 + restarts).
+func (i *Instance) StartCount() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.Starts
+}
+
+// PID is the process id of the instance's current process.
+func (i *Instance) PID() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.cmd.Process.Pid
+}
