@@ -37,6 +37,7 @@ type Setup struct {
 	Extra    func(i int) []string // settings of instance i
 	Private  bool                 // needs a Redis it may restart and flush
 	RedisURL string               // a Redis the scenario started (Cluster or Sentinel list) instead of --redis-url
+	MysqlDSN string               // a database server the scenario started (its haproxy address) instead of --mysql-dsn
 }
 
 // env is where a scenario runs: shops the harness started on a fresh
@@ -65,7 +66,7 @@ func (h *Harness) Setup(ctx context.Context, name string, s Setup) (*Env, error)
 		return e, e.Client.Ready(rctx)
 	}
 	h.Seq++
-	b, err := shops.NewBackend(ctx, shops.BackendOptions{MysqlDSN: h.O.MysqlDSN, RedisURL: cmp.Or(s.RedisURL, h.O.RedisURL), Private: s.Private,
+	b, err := shops.NewBackend(ctx, shops.BackendOptions{MysqlDSN: cmp.Or(s.MysqlDSN, h.O.MysqlDSN), RedisURL: cmp.Or(s.RedisURL, h.O.RedisURL), Private: s.Private,
 		Workdir: h.Workdir, Keep: h.O.Keep, ScenarioID: fmt.Sprintf("%02d-%s", h.Seq, name)}, h.Log)
 	if err != nil {
 		return nil, err

@@ -19,20 +19,25 @@ import (
 	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
-// The failover scenario runs in two parts, one per Redis topology, each
-// with its own backend and shops: "failover" on the command line means both.
+// The failover scenario runs in parts, one per topology, each with its
+// own backend and shops: "failover" on the command line means all three.
 const (
 	FailoverCluster  = "failover-cluster"
 	FailoverSentinel = "failover-sentinel"
+	// FailoverDBSemiSync faults the database, not Redis: a MariaDB primary
+	// with two semi-synchronous replicas behind haproxy.
+	FailoverDBSemiSync = "failover-db-semisync"
 )
 
-// topology is the Redis a failover part runs on and the faults it injects.
+// topology is the Redis (or database) a failover part runs on and the
+// faults it injects.
 type topology struct {
-	Desc   string
-	Url    string
-	Env    []string // shop settings naming it
-	Faults []plannedFault
-	Close  func()
+	Desc     string
+	Url      string   // the Redis it started; "" --redis-url
+	MysqlDSN string   // the database server it started; "" --mysql-dsn
+	Env      []string // shop settings naming it
+	Faults   []plannedFault
+	Close    func()
 }
 
 // plannedFault is one fault at a share of the load's duration; run kills
@@ -66,7 +71,7 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 	}
 	defer topo.Close()
 	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.Desc, h.O.Users, h.O.ChaosDuration, faultNames(topo.Faults))
-	e, err := h.Setup(ctx, part, harness.Setup{RedisURL: topo.Url,
+	e, err := h.Setup(ctx, part, harness.Setup{RedisURL: topo.Url, MysqlDSN: topo.MysqlDSN,
 		Common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, topo.Env...)})
 	if err != nil {
 		r.Error = err.Error()
@@ -365,6 +370,30 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 			Faults: []plannedFault{
 				{Name: "SENTINEL FAILOVER", At: 0.2, Run: fault(false)},
 				{Name: "SIGKILL of the master", At: 0.6, Run: fault(true)},
+			}}, nil
+	case FailoverDBSemiSync:
+		s, err := topo.StartSemiSync(sctx, topo.SemiSyncOptions{})
+		if err != nil {
+			return nil, err
+		}
+		// SIGKILL of the writer; then the monitor's step: promote the
+		// replica that received the most once it applied it, repoint
+		// haproxy, and bring the old primary back as a replica, so the
+		// second kill finds two replicas again.
+		kill := func(ctx context.Context, _ string) (string, func() error, error) {
+			old := s.KillPrimary()
+			return old.Addr(), func() error {
+				if _, err := s.Failover(ctx, 10*time.Second); err != nil {
+					return err
+				}
+				return s.Rejoin(ctx, old)
+			}, nil
+		}
+		return &topology{Desc: "a MariaDB primary with 2 semi-synchronous replicas behind haproxy (Redis: --redis-url, or a private one)",
+			MysqlDSN: fmt.Sprintf("root@tcp(%s)/", s.Proxy.Addr()), Close: s.Close,
+			Faults: []plannedFault{
+				{Name: "SIGKILL of the primary database", At: 0.25, Run: kill},
+				{Name: "SIGKILL of the new primary database", At: 0.65, Run: kill},
 			}}, nil
 	}
 	return nil, fmt.Errorf("unknown failover part %q", part)

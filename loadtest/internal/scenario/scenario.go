@@ -45,13 +45,14 @@ var Registry = []Entry{
 	{"compare", of(runner.Compare)},
 	{FailoverCluster, failoverPart(FailoverCluster)},
 	{FailoverSentinel, failoverPart(FailoverSentinel)},
+	{FailoverDBSemiSync, failoverPart(FailoverDBSemiSync)},
 	{"bench", bench.Run},
 }
 
 // Groups are names that stand for several scenarios.
 var Groups = map[string][]string{
 	"all":      {"race", "retry", "pay", "chaos", "compare"},
-	"failover": {FailoverCluster, FailoverSentinel}, // each starts its own Redis
+	"failover": {FailoverCluster, FailoverSentinel, FailoverDBSemiSync}, // each starts its own Redis or database
 }
 
 // runner is the harness seen from this package: the scenarios are its
