@@ -92,6 +92,7 @@ func (n *Nginx) Close() {
 		<-n.done
 	}
 }
+
 // nginxConf maps deploy/nginx.conf onto loopback: nginx listens on port,
 // shopN:8080 becomes the address of shops[N-1] (with one shop, every
 // upstream server is that shop: the bench's one-instance baseline behind

@@ -30,4 +30,3 @@ func TestNginxConfMapsTheShippedConfig(t *testing.T) {
 		t.Error("three upstreams mapped onto two shops without an error")
 	}
 }
-

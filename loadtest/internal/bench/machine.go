@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/harness"
+	"github.com/seckill-lab/shop/loadtest/internal/report"
+	"github.com/seckill-lab/shop/loadtest/internal/shops"
+)
+
+// benchRawCeiling runs workers transactions of one conditional stock
+// UPDATE + one order INSERT + COMMIT on a product of its own, for d.
+func benchRawCeiling(ctx context.Context, db *sql.DB, workers int, d time.Duration) (report.BenchRaw, error) {
+	out := report.BenchRaw{Workers: workers}
+	now := time.Now().UTC()
+	res, err := db.ExecContext(ctx, "INSERT INTO products (name, price_cents, stock, fence, version, created_at, updated_at) VALUES (?, ?, ?, 0, 0, ?, ?)",
+		"bench raw ceiling", 100, 1_000_000_000, now, now)
+	if err != nil {
+		return out, err
+	}
+	product, err := res.LastInsertId()
+	if err != nil {
+		return out, err
+	}
+	var commits, errs atomic.Int64
+	var firstErr atomic.Value
+	run := "raw" + loadgen.RandomID(6)
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(end) && ctx.Err() == nil; n++ {
+				if err := rawTx(ctx, db, product, fmt.Sprintf("%s-%d-%d", run, w, n), int64(w)*10_000_000+int64(n)+1); err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				commits.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	out.Seconds = time.Since(start).Seconds()
+	out.Commits, out.Errors = commits.Load(), errs.Load()
+	out.TxPerSec = float64(out.Commits) / out.Seconds
+	out.Parts = []float64{out.TxPerSec}
+	if out.Commits == 0 {
+		if err, _ := firstErr.Load().(error); err != nil {
+			return out, err
+		}
+		return out, errors.New("no transaction committed")
+	}
+	return out, ctx.Err()
+}
+
+func rawTx(ctx context.Context, db *sql.DB, product int64, orderNo string, user int64) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := tx.ExecContext(ctx, "UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1", product)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("stock update changed %d rows (%v)", n, err)
+	}
+	now := time.Now().UTC()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO orders (order_no, user_id, product_id, quantity, amount_cents, kind, status, created_at, updated_at) VALUES (?, ?, ?, 1, 100, 'seckill', 'pending', ?, ?)",
+		orderNo, user, product, now, now); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// benchMemoryPhase runs o.rssClients keep-alive clients on the sold-out
+// path of instance 1 for o.rssDuration and reads its peak RSS: VmHWM, reset
+// at the start (clear_refs 5), and VmRSS sampled every 100 ms.
+func benchMemoryPhase(ctx context.Context, c *shops.Cluster, l benchLoad, o harness.BenchOptions) (report.BenchMemory, error) {
+	out := report.BenchMemory{Clients: o.RssClients, Seconds: o.RssDuration.Seconds(), MaxConns: "SHOP_MAX_CONNS default"}
+	for _, kv := range c.Instances[0].Env {
+		if v, ok := strings.CutPrefix(kv, "SHOP_MAX_CONNS="); ok {
+			out.MaxConns = v
+		}
+	}
+	pid := c.Instances[0].PID()
+	st, err := procStatus(pid)
+	if err != nil {
+		return out, err
+	}
+	out.StartRSSMB = st["VmRSS"]
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0) // reset VmHWM; without it, VmHWM counts from the start
+	stop := make(chan struct{})
+	sampled := make(chan float64)
+	go func() {
+		peak := 0.0
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if st, err := procStatus(pid); err == nil {
+				peak = max(peak, st["VmRSS"])
+			}
+			select {
+			case <-stop:
+				sampled <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	// Clients beyond the shop's connection cap are answered 503
+	// overloaded at once; one that waits 5 s for an answer counts as "no
+	// answer". The crowd connects over the first second, as a crowd
+	// arriving does: ten thousand connects in the same millisecond
+	// overflow a default Linux listen queue (somaxconn 4096) before any
+	// server can accept them, and the kernel drops them (counted below).
+	// (A phase shorter than 4 s ramps in over its first quarter, so the
+	// last client still has time for an answer.)
+	l.Timeout = 5 * time.Second
+	l.RampIn = min(time.Second, o.RssDuration/4)
+	overflows := listenOverflows()
+	out.SoMaxConn = soMaxConn()
+	out.Load, err = l.Run(ctx, c.Urls()[:1], o.RssClients, 0, o.RssDuration)
+	if after := listenOverflows(); overflows >= 0 && after >= 0 {
+		out.ListenOverflows = after - overflows
+	} else {
+		out.ListenOverflows = -1
+	}
+	close(stop)
+	out.MaxRSSMB = <-sampled
+	if st, e := procStatus(pid); e == nil {
+		out.PeakRSSMB = st["VmHWM"]
+	}
+	return out, err
+}
+
+// listenOverflows is the kernel's count of connects dropped on a full
+// listen queue (TcpExt ListenOverflows in /proc/net/netstat); -1: unknown.
+func listenOverflows() int64 {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return -1
+	}
+	var names []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "TcpExt:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "ListenOverflows" && i < len(f) {
+				n, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					return -1
+				}
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// soMaxConn is net.core.somaxconn, the bound of a listen queue; 0: unknown.
+func soMaxConn() int64 {
+	b, err := os.ReadFile("/proc/sys/net/core/somaxconn")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// procStatus reads the kB fields of /proc/<pid>/status, in MB.
+func procStatus(pid int) (map[string]float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, fmt.Errorf("peak RSS needs /proc (Linux): %w", err)
+	}
+	defer f.Close()
+	return parseProcStatus(f), nil
+}
+
+func parseProcStatus(r io.Reader) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		f := strings.Fields(rest)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			out[name] = v / 1024
+		}
+	}
+	return out
+}
+
+// raiseFDLimit lifts this process's open-file limit to the hard limit; the
+// shops started after it inherit it (and Go raises their own soft limit to
+// the hard one anyway). Thousands of keep-alive clients need it.
+func raiseFDLimit() {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
