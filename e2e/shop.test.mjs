@@ -158,11 +158,11 @@ test('the page is served offline from the binary', async () => {
 
 // idOf is the id of the shopper list's product named name.
 const idOf = (name) => page.$$eval('#products-table tbody tr',
-  (trs, n) => Number(trs.find((tr) => tr.querySelector('td.name')?.textContent === n)?.dataset.id), name);
+  (trs, n) => Number(trs.find((tr) => tr.querySelector('.name')?.textContent === n)?.dataset.id), name);
 
 test('shopper: a fresh embedded shop shows its demo catalog before any admin action', async () => {
   await page.waitForFunction(() => document.querySelectorAll('#products-table tbody tr').length >= 3);
-  const names = await page.$$eval('#products-table tbody td.name', (tds) => tds.map((t) => t.textContent));
+  const names = await page.$$eval('#products-table tbody .name', (tds) => tds.map((t) => t.textContent));
   assert.ok(names.some((n) => n.startsWith('Flash sale')), names.join(', '));
   assert.equal(await page.locator('#products-empty').isHidden(), true);
 });
@@ -172,10 +172,12 @@ test('shopper: a wallet short of an order says by how much, not "empty"', async 
   await page.click('#login-btn');
   await expectText('#who', /user 2\b/);
   await expectText('#wallet-balance', /\$100\.00/);
-  const id = await idOf('Noise-cancelling headphones'); // $199.00
+  const id = await idOf('Noise-cancelling headphones'); // $199.00, a regular product
   assert.ok(id > 0);
-  await page.click(`[data-testid=buy-${id}]`);
-  await expectText('#buy-result', /201 Created/);
+  await page.click(`[data-testid=order-${id}]`); // selects it in Regular order
+  await page.fill('#order-qty', '1');
+  await page.click('#order-btn');
+  await expectText('#order-result', /201 Created/);
   await page.waitForSelector('#wallet-empty:not([hidden])');
   await expectText('#wallet-empty', /balance \$100\.00 is less than \$199\.00.*credit.*\$99\.00/);
   assert.doesNotMatch(await text('#wallet-empty'), /empty/);
@@ -274,20 +276,22 @@ test('shopper: log in, buy in the flash sale, pay, see the wallet change', async
 });
 
 test('shopper: regular order with Idempotency-Key, retry replays, cancel returns stock, errors show', async () => {
-  await page.selectOption('#order-product', String(productId));
+  const regular = await idOf('Noise-cancelling headphones'); // 20 units
+  const stock = `#products-table tr[data-id="${regular}"] .stock`;
+  await page.selectOption('#order-product', String(regular));
   await page.fill('#order-qty', '2');
   await page.click('#order-btn');
   await expectText('#order-result', /201 Created/);
-  await expectText(`#products-table tr[data-id="${productId}"] .stock`, /^2$/);
+  await expectText(stock, /^18$/);
   await page.click('#order-retry');
   await page.waitForSelector('#order-result [data-testid=replay]');
   await expectText('#order-result', /201 Created/); // the stored answer, byte for byte
-  await expectText(`#products-table tr[data-id="${productId}"] .stock`, /^2$/); // not ordered twice
+  await expectText(stock, /^18$/); // not ordered twice
 
   await page.click('#orders-table tr[data-status=pending] button:has-text("Cancel")');
   await expectText('#orders-result', /200 OK.*cancelled/);
   await page.waitForSelector('#orders-table tr[data-status=cancelled]');
-  await expectText(`#products-table tr[data-id="${productId}"] .stock`, /^4$/);
+  await expectText(stock, /^20$/);
 
   // An error is shown as its problem+json title and detail.
   await page.fill('#order-qty', '50');
@@ -301,6 +305,53 @@ test('shopper: regular order with Idempotency-Key, retry replays, cancel returns
   await page.waitForSelector('#orders-table tr[data-status=pending]');
   await expectText('#wallet-balance', /\$85\.00/);
 });
+
+// A flash-sale product is marked and has the Buy now (seckill) button; a
+// regular one has neither (its Order… button picks it in Regular order,
+// whose list holds the regular products only). With more products on the
+// page, a purchase's result is still where the buyer is looking.
+for (const [i, vp] of [{ width: 1280, height: 800 }, PHONE].entries()) {
+  test(`at ${vp.width}x${vp.height}: flash-sale products are marked, and a purchase's result is in view`, async () => {
+    await page.setViewportSize(vp);
+    try {
+      await shopperTab();
+      const post = (body) => page.request.post(`${base}/api/v1/admin/products`, {
+        headers: { Authorization: `Bearer ${ADMIN}` }, data: body });
+      for (let k = 0; k < 6; k++) {
+        const r = await post({ name: `E2E regular ${i}-${k}`, price_cents: 100, stock: 10 });
+        assert.equal(r.status(), 201);
+      }
+      const r = await post({ name: `E2E flash ${i}`, price_cents: 100, stock: 10, flash_sale: true });
+      assert.equal(r.status(), 201);
+      const flash = (await r.json()).id;
+      await page.waitForSelector(`[data-testid=buy-${flash}]`);
+      const coffee = await idOf('Coffee beans, 1 kg');
+      assert.equal(await page.locator(`[data-testid=sale-${flash}]`).count(), 1, 'the flash-sale badge');
+      assert.equal(await page.locator(`[data-testid=sale-${coffee}]`).count(), 0, 'no badge on a regular product');
+      assert.equal(await page.locator(`[data-testid=buy-${coffee}]`).count(), 0, 'no Buy now on a regular product');
+      assert.equal(await page.locator(`[data-testid=order-${coffee}]`).count(), 1, 'Order… on a regular product');
+      const options = await page.$$eval('#order-product option', (os) => os.map((o) => Number(o.value)));
+      assert.ok(!options.includes(flash) && options.includes(coffee), `Regular order lists ${options.join(',')}`);
+
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await page.fill('#login-user', String(5000 + i));
+      await page.click('#login-btn');
+      await expectText('#who', new RegExp(`user ${5000 + i}\\b`));
+      await page.locator(`[data-testid=buy-${flash}]`).scrollIntoViewIfNeeded();
+      await page.click(`[data-testid=buy-${flash}]`);
+      await expectText('#toast', /201 Created/);
+      await page.waitForFunction(() => {
+        const t = document.querySelector('#toast');
+        const b = t && !t.hidden && t.getBoundingClientRect();
+        return b && b.top >= 0 && b.bottom <= window.innerHeight && b.left >= 0 && b.right <= window.innerWidth;
+      });
+      await page.click('#toast'); // dismissed on a click
+      await page.waitForSelector('#toast[hidden]', { state: 'attached' });
+    } finally {
+      await page.setViewportSize(DESKTOP);
+    }
+  });
+}
 
 test('shopper: a sold-out row has no active button', async () => {
   await operatorTab();
@@ -320,6 +371,7 @@ test('shopper: a sold-out row has no active button', async () => {
   fs.mkdirSync(SHOTS, { recursive: true });
   await page.evaluate(() => window.scrollTo(0, 0));
   await checkLayout('shopper view at 1280x900');
+  await page.evaluate(() => { document.querySelector('#toast').hidden = true; }); // a full-page shot would draw it mid-page
   await page.screenshot({ path: path.join(SHOTS, 'shopper.png'), fullPage: true });
 });
 
@@ -380,6 +432,7 @@ test('operator: side by side, 1000 buyers for 100 units on lock-fence and on nai
 
   await page.evaluate(() => window.scrollTo(0, 0));
   await checkLayout('operator view at 1280x900');
+  await page.evaluate(() => { document.querySelector('#toast').hidden = true; }); // a full-page shot would draw it mid-page
   await page.screenshot({ path: path.join(SHOTS, 'operator.png'), fullPage: true });
 });
 
@@ -398,12 +451,12 @@ test('operator: after the race the shop-wide audit is green and names the lab fi
 test('shopper: lab race products stay out of the list unless asked for', async () => {
   await shopperTab();
   await expectText('#lab-count', /show 2 lab race products/);
-  const names = () => page.$$eval('#products-table tbody td.name', (tds) => tds.map((t) => t.textContent));
+  const names = () => page.$$eval('#products-table tbody .name', (tds) => tds.map((t) => t.textContent));
   assert.ok(!(await names()).some((x) => x.startsWith('Lab race ')), (await names()).join(', '));
   await page.check('#show-lab');
-  await page.waitForFunction(() => [...document.querySelectorAll('#products-table tbody td.name')].filter((t) => t.textContent.startsWith('Lab race ')).length === 2);
+  await page.waitForFunction(() => [...document.querySelectorAll('#products-table tbody .name')].filter((t) => t.textContent.startsWith('Lab race ')).length === 2);
   await page.uncheck('#show-lab');
-  await page.waitForFunction(() => ![...document.querySelectorAll('#products-table tbody td.name')].some((t) => t.textContent.startsWith('Lab race ')));
+  await page.waitForFunction(() => ![...document.querySelectorAll('#products-table tbody .name')].some((t) => t.textContent.startsWith('Lab race ')));
 });
 
 test('at 390x844 (a phone): no sideways scroll, every control inside its card, tiles whole', async () => {
@@ -412,10 +465,12 @@ test('at 390x844 (a phone): no sideways scroll, every control inside its card, t
     await shopperTab();
     await checkLayout('shopper view at 390x844');
     await page.evaluate(() => window.scrollTo(0, 0));
+    await page.evaluate(() => { document.querySelector('#toast').hidden = true; }); // a full-page shot would draw it mid-page
     await page.screenshot({ path: path.join(SHOTS, 'shopper-phone.png'), fullPage: true });
     await operatorTab();
     await checkLayout('operator view at 390x844');
     await page.evaluate(() => window.scrollTo(0, 0));
+    await page.evaluate(() => { document.querySelector('#toast').hidden = true; }); // a full-page shot would draw it mid-page
     await page.screenshot({ path: path.join(SHOTS, 'operator-phone.png'), fullPage: true });
   } finally {
     await page.setViewportSize(DESKTOP);

@@ -16,11 +16,12 @@ import (
 var demoProducts = []struct {
 	name         string
 	price, stock int64
+	flashSale    bool
 }{
-	{"Flash sale: mechanical keyboard", 4900, 5},
-	{"Noise-cancelling headphones", 19900, 20},
-	{"Coffee beans, 1 kg", 1850, 200},
-	{"USB-C cable", 990, 500},
+	{"Flash sale: mechanical keyboard", 4900, 5, true},
+	{"Noise-cancelling headphones", 19900, 20, false},
+	{"Coffee beans, 1 kg", 1850, 200, false},
+	{"USB-C cable", 990, 500, false},
 }
 
 // Demo users 1..demoUsers start with demoCredit cents in their wallets.
@@ -39,7 +40,7 @@ func seedDemoCatalog(ctx context.Context, svc *services, log *slog.Logger) error
 	made := 0
 	for i, p := range demoProducts {
 		ref := idem.Ref("P", demoWho, strconv.Itoa(i+1))
-		_, created, err := svc.products.Create(ctx, p.name, p.price, p.stock, ref, "")
+		_, created, err := svc.products.Create(ctx, p.name, p.price, p.stock, p.flashSale, ref, "")
 		if err != nil {
 			return fmt.Errorf("demo catalog: product %q: %w", p.name, err)
 		}

@@ -107,6 +107,7 @@ type createProductRequest struct {
 	Name       *string `json:"name"`
 	PriceCents *int64  `json:"price_cents"`
 	Stock      *int64  `json:"stock"`
+	FlashSale  bool    `json:"flash_sale"` // optional, default false
 }
 
 func (r createProductRequest) validate() map[string]string {
@@ -150,7 +151,7 @@ func (a *api) createProduct(c *gin.Context) {
 		} else {
 			hash = ""
 		}
-		p, created, err := a.products.Create(ctx, *req.Name, *req.PriceCents, *req.Stock, ref, hash)
+		p, created, err := a.products.Create(ctx, *req.Name, *req.PriceCents, *req.Stock, req.FlashSale, ref, hash)
 		if err != nil {
 			return response{}, err
 		}

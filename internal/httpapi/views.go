@@ -19,7 +19,7 @@ func tsPtr(t *time.Time) *string {
 }
 
 func productOf(p inventory.Product) wire.Product {
-	return wire.Product{ID: p.ID, Name: p.Name, PriceCents: p.PriceCents, Stock: p.Stock, CreatedAt: ts(p.CreatedAt)}
+	return wire.Product{ID: p.ID, Name: p.Name, PriceCents: p.PriceCents, Stock: p.Stock, FlashSale: p.FlashSale, CreatedAt: ts(p.CreatedAt)}
 }
 
 func orderOf(o order.Order) wire.Order {

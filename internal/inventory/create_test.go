@@ -18,7 +18,7 @@ func TestCreateAgainInsertsNothing(t *testing.T) {
 	f := newFixture(t)
 	s := f.service(t, inventory.Config{Strategy: inventory.LockFence})
 	ctx := context.Background()
-	first, created, err := s.Create(ctx, "widget", 100, 5, "ref-1", "")
+	first, created, err := s.Create(ctx, "widget", 100, 5, false, "ref-1", "")
 	if err != nil || !created {
 		t.Fatalf("first create: created %v, %v", created, err)
 	}
@@ -26,7 +26,7 @@ func TestCreateAgainInsertsNothing(t *testing.T) {
 	if err := f.DB.Callback().Create().Before("gorm:create").Register("test:inserts", func(*gorm.DB) { inserts.Add(1) }); err != nil {
 		t.Fatal(err)
 	}
-	again, created, err := s.Create(ctx, "widget", 100, 5, "ref-1", "")
+	again, created, err := s.Create(ctx, "widget", 100, 5, false, "ref-1", "")
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("create again: product %d created %v, %v; want product %d found", again.ID, created, err, first.ID)
 	}
@@ -38,7 +38,7 @@ func TestCreateAgainInsertsNothing(t *testing.T) {
 	ids, made := make([]int64, 2), make([]bool, 2)
 	for i := range 2 {
 		wg.Go(func() {
-			p, created, err := s.Create(ctx, "gadget", 100, 5, "ref-2", "")
+			p, created, err := s.Create(ctx, "gadget", 100, 5, false, "ref-2", "")
 			if err != nil {
 				t.Error(err)
 			}

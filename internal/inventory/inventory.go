@@ -85,6 +85,7 @@ type Product struct {
 	Name        string    `json:"name"`
 	PriceCents  int64     `json:"price_cents"`
 	Stock       int64     `json:"stock"`
+	FlashSale   bool      `json:"flash_sale"` // offered as a flash sale (the demo page's seckill button); the API does not check it
 	Fence       int64     `json:"-"`
 	FenceHolder string    `json:"-"` // the lock holder that wrote Fence (lockx.Fence)
 	Version     int64     `json:"-"`
@@ -189,12 +190,12 @@ func bucketKey(id int64, bucket int) string {
 	return lockKey(id) + ":" + strconv.Itoa(bucket)
 }
 
-// Create makes a product and its opening ledger row in one transaction.
-// idemRef (a scoped Idempotency-Key, may be empty) makes a retried create
-// return the first product: created is false then, and hash tells whether
-// the retry asked for the same thing.
-func (s *Service) Create(ctx context.Context, name string, priceCents, stock int64, idemRef, hash string) (p Product, created bool, err error) {
-	return s.create(ctx, name, priceCents, stock, idemRef, hash, "")
+// Create makes a product (on flash sale or not) and its opening ledger row
+// in one transaction. idemRef (a scoped Idempotency-Key, may be empty)
+// makes a retried create return the first product: created is false then,
+// and hash tells whether the retry asked for the same thing.
+func (s *Service) Create(ctx context.Context, name string, priceCents, stock int64, flashSale bool, idemRef, hash string) (p Product, created bool, err error) {
+	return s.create(ctx, name, priceCents, stock, flashSale, idemRef, hash, "")
 }
 
 // labProduct is a row of lab_products: a product a lab race created, and the
@@ -211,7 +212,7 @@ func (labProduct) TableName() string { return "lab_products" }
 // raced under strategy, so no crash can leave a lab product that the
 // shop-wide audit would take for one of the shop's own.
 func (s *Service) CreateLab(ctx context.Context, name string, priceCents, stock int64, strategy string) (Product, error) {
-	p, _, err := s.create(ctx, name, priceCents, stock, "", "", strategy)
+	p, _, err := s.create(ctx, name, priceCents, stock, true, "", "", strategy)
 	return p, err
 }
 
@@ -219,7 +220,7 @@ func (s *Service) CreateLab(ctx context.Context, name string, priceCents, stock 
 // when labStrategy is set. A shop product gets Config.Buckets buckets, its
 // opening stock split over them (a lab product always one: its race is
 // about the strategy alone).
-func (s *Service) create(ctx context.Context, name string, priceCents, stock int64, idemRef, hash, labStrategy string) (p Product, created bool, err error) {
+func (s *Service) create(ctx context.Context, name string, priceCents, stock int64, flashSale bool, idemRef, hash, labStrategy string) (p Product, created bool, err error) {
 	if idemRef != "" {
 		// A repeat (a retry, the demo catalog at every start) finds its
 		// product without an insert that fails as a duplicate; two at
@@ -238,7 +239,7 @@ func (s *Service) create(ctx context.Context, name string, priceCents, stock int
 	}
 	shares := spread(stock, k)
 	now := dbx.Now()
-	p = Product{Name: name, PriceCents: priceCents, Stock: shares[0], Buckets: k, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
+	p = Product{Name: name, PriceCents: priceCents, Stock: shares[0], FlashSale: flashSale, Buckets: k, RequestHash: hash, CreatedAt: now, UpdatedAt: now}
 	if idemRef != "" {
 		p.IdemRef = &idemRef
 	}

@@ -80,7 +80,7 @@ func TestSoldOutPathTouchesNothingAndSurvivesFlushall(t *testing.T) {
 	}
 	s := newShop()
 	ctx := context.Background()
-	p, _, err := inventory.New(db, nil, rdb, inventory.Config{}, nil, discard()).Create(ctx, "last one", 100, 1, "", "")
+	p, _, err := inventory.New(db, nil, rdb, inventory.Config{}, nil, discard()).Create(ctx, "last one", 100, 1, true, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

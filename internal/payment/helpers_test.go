@@ -78,7 +78,7 @@ func (s *shop) mustAudit() {
 
 func (s *shop) product(price, stock int64) inventory.Product {
 	s.t.Helper()
-	p, _, err := s.products.Create(bg, "widget", price, stock, "", "")
+	p, _, err := s.products.Create(bg, "widget", price, stock, false, "", "")
 	if err != nil {
 		s.t.Fatal(err)
 	}

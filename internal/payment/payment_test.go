@@ -508,7 +508,7 @@ func TestSQLiteDemo(t *testing.T) {
 	orders := order.New(db.DB, inv, idem.NewMarkers(rdb, prefix+"done:", time.Hour), order.Config{}, nil, log)
 	pay := payment.New(db.DB, locks, payment.Config{LockTTL: 2 * time.Second, LockWait: 5 * time.Second}, nil, log)
 
-	p, _, err := inv.Create(bg, "w", 100, 5, "", "")
+	p, _, err := inv.Create(bg, "w", 100, 5, false, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

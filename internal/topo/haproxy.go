@@ -93,7 +93,7 @@ func StartHAProxy(ctx context.Context, o HAProxyOptions) (_ *HAProxy, err error)
 	}
 	h.exited = make(chan struct{})
 	go func() { _ = h.cmd.Wait(); close(h.exited) }()
-	return h, h.WaitWriter(ctx, o.Backends[o.Writer()], 10*time.Second)
+	return h, h.WaitWriter(ctx, o.Backends[o.Writer()], 30*time.Second)
 }
 
 // agent answers haproxy's agent checks on ln: "up" while writer() holds.

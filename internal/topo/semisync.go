@@ -203,7 +203,7 @@ func (s *SemiSync) Failover(ctx context.Context, applyWait time.Duration) (*Mari
 			return nil, err
 		}
 	}
-	return r, s.Proxy.WaitWriter(ctx, r.Addr(), 10*time.Second)
+	return r, s.Proxy.WaitWriter(ctx, r.Addr(), 30*time.Second)
 }
 
 // KillPrimary SIGKILLs the current primary.

@@ -19,12 +19,7 @@ func TestSemiSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := StartSemiSync(ctx, SemiSyncOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	db := openVia(t, s)
+	s, db := startSemiSync(t, ctx)
 	var acked sync.Map
 	var n atomic.Int64
 	var wg sync.WaitGroup
@@ -82,7 +77,7 @@ func TestSemiSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := rootDB(t, old, "shopdb")
-	err = poll(ctx, 20*time.Second, "the old primary caught up", func(ctx context.Context) error {
+	err = poll(ctx, 60*time.Second, "the old primary caught up", func(ctx context.Context) error {
 		if err := back.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&got); err != nil {
 			return err
 		}
@@ -103,12 +98,7 @@ func TestPromotionRefusesUnappliedRelayLog(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := StartSemiSync(ctx, SemiSyncOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	db := openVia(t, s)
+	s, db := startSemiSync(t, ctx)
 	stalled, other := s.Nodes[1], s.Nodes[2]
 	if err := stalled.exec(ctx, "STOP SLAVE SQL_THREAD"); err != nil {
 		t.Fatal(err)
@@ -120,7 +110,7 @@ func TestPromotionRefusesUnappliedRelayLog(t *testing.T) {
 	}
 	other.Kill()
 	s.KillPrimary()
-	_, err = s.Failover(ctx, time.Second)
+	_, err := s.Failover(ctx, time.Second)
 	if !errors.Is(err, ErrRelayNotApplied) {
 		t.Fatalf("failover to a replica with an unapplied relay log: %v, want ErrRelayNotApplied", err)
 	}
@@ -129,11 +119,15 @@ func TestPromotionRefusesUnappliedRelayLog(t *testing.T) {
 	}
 }
 
-// openVia creates database shopdb with table t on the primary and returns
-// a pool of user shop through haproxy.
-func openVia(t *testing.T, s *SemiSync) *sql.DB {
+// startSemiSync starts a topology for the test (closed at cleanup) with
+// database shopdb and its table t, and a pool of user shop through haproxy.
+func startSemiSync(t *testing.T, ctx context.Context) (*SemiSync, *sql.DB) {
 	t.Helper()
-	ctx := context.Background()
+	s, err := StartSemiSync(ctx, SemiSyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
 	if err := s.CreateUser(ctx, "shop", "shopdb"); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +139,7 @@ func openVia(t *testing.T, s *SemiSync) *sql.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return s, db
 }
 
 func rootDB(t *testing.T, m *MariaDB, db string) *sql.DB {

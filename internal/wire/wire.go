@@ -16,6 +16,7 @@ type Product struct {
 	Name       string `json:"name"`
 	PriceCents int64  `json:"price_cents"`
 	Stock      int64  `json:"stock"`
+	FlashSale  bool   `json:"flash_sale"`
 	CreatedAt  string `json:"created_at"`
 }
 

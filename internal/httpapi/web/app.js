@@ -232,10 +232,15 @@ function renderProducts() {
     if (!tr) {
       tr = h('tr', { 'data-id': p.id },
         h('td', { class: 'mono opt' }, p.id),
-        h('td', { class: 'name' }, p.name),
+        h('td', {}, h('span', { class: 'name' }, p.name),
+          p.flash_sale ? [' ', h('span', { class: 'badge sale', 'data-testid': 'sale-' + p.id }, '⚡ Flash sale')] : []),
         h('td', { class: 'num' }, money(p.price_cents)),
         h('td', { class: 'num' }, h('span', { class: 'stock' })),
-        h('td', { class: 'actions' }, h('button', { class: 'primary small buy', onclick: () => buy(p.id), 'data-testid': 'buy-' + p.id }, 'Buy now ⚡')));
+        // Buy now (a seckill order) only on a flash sale; another product
+        // is ordered in the Regular order form, which its button selects.
+        h('td', { class: 'actions' }, p.flash_sale
+          ? h('button', { class: 'primary small buy', onclick: () => buy(p.id), 'data-testid': 'buy-' + p.id }, 'Buy now ⚡')
+          : h('button', { class: 'small order', onclick: () => pickForOrder(p.id), 'data-testid': 'order-' + p.id }, 'Order…')));
       body.append(tr);
     }
     const s = tr.querySelector('.stock');
@@ -250,13 +255,13 @@ function renderProducts() {
     s.classList.toggle('zero', p.stock <= 0);
     tr.querySelector('.name').textContent = p.name;
     // A sold-out row has no active button: the stock cell already says 0.
-    const b = tr.querySelector('button.buy');
+    const b = tr.querySelector('button.buy, button.order');
     b.disabled = p.stock <= 0;
-    b.textContent = p.stock <= 0 ? 'Sold out' : 'Buy now ⚡';
+    b.textContent = p.stock <= 0 ? 'Sold out' : p.flash_sale ? 'Buy now ⚡' : 'Order…';
   }
   for (const tr of [...body.rows]) if (!seen.has(tr.dataset.id)) tr.remove();
   $('products-empty').hidden = shown.length > 0;
-  fillProductSelect($('order-product'), shown);
+  fillProductSelect($('order-product'), shown.filter((p) => !p.flash_sale));
   fillProductSelect($('restock-product'), state.products);
 }
 
@@ -279,12 +284,34 @@ function fillProductSelect(sel, products) {
 
 // ---------- shopper: buy, order, pay, cancel ----------
 
+// pickForOrder selects a regular product in the Regular order form and
+// brings the form into view.
+function pickForOrder(productId) {
+  $('order-product').value = String(productId);
+  $('card-order').scrollIntoView({ block: 'nearest' });
+  $('order-qty').focus({ preventScroll: true });
+}
+
+// toast repeats a purchase's result where the buyer is looking: a box
+// fixed at the foot of the window, whatever the scroll, until the next
+// result or a click on it.
+let toastTimer;
+function toast(box) {
+  const t = $('toast');
+  t.replaceChildren(...[...box.childNodes].map((n) => n.cloneNode(true)));
+  t.className = box.className + ' toast';
+  t.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { t.hidden = true; }, 8000);
+}
+
 async function buy(productId) {
   const box = $('buy-result');
   if (needLogin(box)) return;
   const r = await api('POST', `/api/v1/seckill/${productId}/orders`, { token: state.userToken });
   const o = r.data;
   show(box, r, r.ok && [r.status === 201 ? 'order ' : 'your existing order ', h('code', {}, short(o.order_no)), ` for product #${o.product_id}, ${money(o.amount_cents)}: pay it in My orders`]);
+  toast(box);
   pollProducts();
   await refreshOrders();
   if (r.ok) showOrder(o.order_no);
@@ -323,6 +350,7 @@ async function sendOrder() {
   const r = await api('POST', '/api/v1/orders', { token: state.userToken, key, body });
   const o = r.data;
   show(box, r, r.ok && ['order ', h('code', {}, short(o.order_no)), `: ${o.quantity} × product #${o.product_id}, ${money(o.amount_cents)}`]);
+  toast(box);
   pollProducts();
   await refreshOrders();
   if (r.ok) showOrder(o.order_no);
@@ -476,7 +504,7 @@ async function createProduct(ev) {
   ev.preventDefault();
   const box = $('create-result');
   if (needAdmin(box)) return;
-  const body = { name: $('create-name').value, price_cents: toCents($('create-price').value), stock: Number($('create-stock').value) };
+  const body = { name: $('create-name').value, price_cents: toCents($('create-price').value), stock: Number($('create-stock').value), flash_sale: $('create-flash').checked };
   const r = await api('POST', '/api/v1/admin/products', { token: state.adminToken, key: newKey('product'), body });
   show(box, r, r.ok && ['product ', h('b', {}, '#' + r.data.id + ' ' + r.data.name), `, ${r.data.stock} units at ${money(r.data.price_cents)}`]);
   pollProducts();
@@ -735,6 +763,7 @@ function start() {
   $('logout-btn').addEventListener('click', () => logout());
   $('order-form').addEventListener('submit', placeOrder);
   $('order-retry').addEventListener('click', sendOrder);
+  $('toast').addEventListener('click', () => { $('toast').hidden = true; });
   $('admin-token').value = state.adminToken;
   $('admin-form').addEventListener('submit', useAdmin);
   $('create-form').addEventListener('submit', createProduct);

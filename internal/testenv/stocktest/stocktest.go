@@ -66,7 +66,7 @@ func (f *Fixture) Markers() *idem.Markers {
 // Product creates a product of stock units at price cents.
 func (f *Fixture) Product(t testing.TB, inv *inventory.Service, price, stock int64) int64 {
 	t.Helper()
-	p, created, err := inv.Create(context.Background(), "widget", price, stock, "", "")
+	p, created, err := inv.Create(context.Background(), "widget", price, stock, true, "", "")
 	if err != nil || !created {
 		t.Fatalf("create product: %v (created %v)", err, created)
 	}
