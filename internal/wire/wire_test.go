@@ -19,8 +19,8 @@ func TestWireFormat(t *testing.T) {
 		v    any
 		raw  string
 	}{
-		{"product", Product{ID: 7, Name: "Tea", PriceCents: 1999, Stock: 3, CreatedAt: "2026-01-02T03:04:05.000000Z"},
-			`{"id":7,"name":"Tea","price_cents":1999,"stock":3,"created_at":"2026-01-02T03:04:05.000000Z"}`},
+		{"product", Product{ID: 7, Name: "Tea", PriceCents: 1999, Stock: 3, FlashSale: true, CreatedAt: "2026-01-02T03:04:05.000000Z"},
+			`{"id":7,"name":"Tea","price_cents":1999,"stock":3,"flash_sale":true,"created_at":"2026-01-02T03:04:05.000000Z"}`},
 		{"pending order", Order{OrderNo: "SABC", UserID: 42, ProductID: 7, Quantity: 1, AmountCents: 1999, Status: "pending", Kind: "seckill", CreatedAt: "2026-01-02T03:04:05.000000Z"},
 			`{"order_no":"SABC","user_id":42,"product_id":7,"quantity":1,"amount_cents":1999,"status":"pending","kind":"seckill","created_at":"2026-01-02T03:04:05.000000Z","paid_at":null,"cancelled_at":null}`},
 		{"paid order", Order{OrderNo: "RXYZ", UserID: 42, ProductID: 7, Quantity: 2, AmountCents: 3998, Status: "paid", Kind: "regular", CreatedAt: "2026-01-02T03:04:05.000000Z", PaidAt: &paid},
