@@ -179,6 +179,10 @@ type Summary struct {
 	P99        time.Duration  `json:"p99_ns"`
 	Max        time.Duration  `json:"max_ns"`
 	ByOutcome  map[string]int `json:"by_outcome"`
+	// AckedLost: acknowledged orders (2xx) the database does not have
+	// (O3), filled in once the run was verified against the database: what
+	// a database failover that forgot commits costs.
+	AckedLost int `json:"acked_lost"`
 }
 
 // Summarize computes the summary of records (latency percentiles over the

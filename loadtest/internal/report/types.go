@@ -49,6 +49,7 @@ func (r *Scenario) Fill(recs []loadgen.Record, v verify.Verdict, err error) {
 		return
 	}
 	r.Verdict = &v
+	r.Summary.AckedLost = v.Counts.LostAcks
 	r.Pass = v.OK()
 	r.Linearizable = v.Linearizable
 }
