@@ -370,6 +370,7 @@ func describeFailover(f *report.FailoverRow, res loadgen.Result, hot int64, next
 	}
 	f.StaleFences = next["shop_inventory_stale_fence_rejections_total"] - f.Before["shop_inventory_stale_fence_rejections_total"]
 	f.LocksLost = next["shop_inventory_lock_lost_before_release_total"] - f.Before["shop_inventory_lock_lost_before_release_total"]
+	f.InDoubt = next["shop_orders_commits_in_doubt_total"] - f.Before["shop_orders_commits_in_doubt_total"]
 }
 
 // faultFailure: an answer the fault can explain, a 5xx (but busy) or a
