@@ -254,6 +254,7 @@ func (m *MariaDB) recoverPosition(ctx context.Context) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, append(slices.Clone(m.args), "--wsrep-recover", "--log-error="+log)...)
 	cmd.Dir = m.Dir
+	cmd.SysProcAttr = userAttr(m.uid, m.gid)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("topo: mariadbd --wsrep-recover: %w\n%s", err, out)
 	}

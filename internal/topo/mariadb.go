@@ -42,6 +42,8 @@ type MariaDB struct {
 	LogPath string
 	ownDir  bool
 	args    []string
+	uid     uint32 // the user the server runs as; 0: ours
+	gid     uint32
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -97,7 +99,16 @@ func StartMariaDB(ctx context.Context, o MariaDBOptions) (_ *MariaDB, err error)
 		"--pid-file=" + filepath.Join(m.Dir, "mariadbd.pid"), "--log-error=" + m.LogPath,
 		"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--max-connections=500"}, o.Args...)
 	if runAs != "" {
-		m.args = append(m.args, "--user="+runAs)
+		// Started as that user rather than with --user: a server that
+		// drops root itself loses its parent-death signal, and would
+		// outlive a killed test or harness.
+		u, err := user.Lookup(runAs)
+		if err != nil {
+			return nil, err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		m.uid, m.gid = uint32(uid), uint32(gid)
 	}
 	return m, m.Start(ctx)
 }
@@ -211,7 +222,7 @@ func (m *MariaDB) Start(ctx context.Context) error {
 	}
 	cmd := exec.Command(path, m.args...)
 	cmd.Dir = m.Dir
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = userAttr(m.uid, m.gid)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("topo: start mariadbd on %d: %w", m.Port, err)
 	}
