@@ -132,16 +132,16 @@ type FailoverRow struct {
 	NoAnswer int `json:"no_answer"`
 	// ByStatus: answers to requests that overlapped the window (fault to
 	// recovery), by outcome.
-	ByStatus    map[string]int     `json:"by_status"`
-	StaleFences float64            `json:"stale_fence_rejections"`    // from the fault to the next one (or the end)
-	LocksLost   float64            `json:"locks_lost_before_release"` // same span
+	ByStatus    map[string]int `json:"by_status"`
+	StaleFences float64        `json:"stale_fence_rejections"`    // from the fault to the next one (or the end)
+	LocksLost   float64        `json:"locks_lost_before_release"` // same span
 	// InDoubt: order batches whose COMMIT lost its connection, resolved
 	// from the database by their order numbers (same span).
-	InDoubt float64 `json:"commits_in_doubt"`
-	Err         string             `json:"error,omitempty"`
-	Start       time.Time          `json:"-"`
-	PromotedAt  time.Time          `json:"-"`
-	Before      map[string]float64 `json:"-"` // shop metrics at the fault
+	InDoubt    float64            `json:"commits_in_doubt"`
+	Err        string             `json:"error,omitempty"`
+	Start      time.Time          `json:"-"`
+	PromotedAt time.Time          `json:"-"`
+	Before     map[string]float64 `json:"-"` // shop metrics at the fault
 }
 
 // writeFailover prints the per-fault table of a failover part.
