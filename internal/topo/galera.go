@@ -146,11 +146,14 @@ func synced(ctx context.Context, n *MariaDB) bool {
 
 // monitor chooses the writer every 100 ms: the current one while it is
 // synced (a writer that comes back does not take over again), else the
-// first synced node.
+// first synced node. A writer whose process is gone is replaced at once;
+// one that is alive but fails its check is given three checks in a row, so
+// a status query slowed by load does not move the writes.
 func (g *Galera) monitor() {
 	defer g.done.Done()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	failed := 0
 	for {
 		select {
 		case <-g.stop:
@@ -159,11 +162,16 @@ func (g *Galera) monitor() {
 		}
 		cur := int(g.writer.Load())
 		if synced(context.Background(), g.Nodes[cur]) {
+			failed = 0
+			continue
+		}
+		if failed++; g.Nodes[cur].Running() && failed < 3 {
 			continue
 		}
 		for i, n := range g.Nodes {
 			if i != cur && synced(context.Background(), n) {
 				g.writer.Store(int32(i))
+				failed = 0
 				break
 			}
 		}
@@ -194,20 +202,17 @@ func (g *Galera) KillWriter() *MariaDB {
 }
 
 // WaitNewWriter waits until the monitor chose a writer other than old
-// and haproxy routes to it.
+// and haproxy routes to it (to the writer of the moment, should the
+// monitor move it again meanwhile).
 func (g *Galera) WaitNewWriter(ctx context.Context, old *MariaDB, limit time.Duration) (*MariaDB, error) {
-	deadline := time.Now().Add(limit)
-	err := poll(ctx, limit, "a new Galera writer", func(context.Context) error {
-		if g.Primary() == old {
+	var w *MariaDB
+	err := poll(ctx, limit, "a new Galera writer routed to", func(ctx context.Context) error {
+		if w = g.Primary(); w == old {
 			return fmt.Errorf("the writer is still %s", old.Addr())
 		}
-		return nil
+		return g.Proxy.routesTo(ctx, w.Addr())
 	})
-	if err != nil {
-		return nil, err
-	}
-	w := g.Primary()
-	return w, g.Proxy.WaitWriter(ctx, w.Addr(), time.Until(deadline))
+	return w, err
 }
 
 // Rejoin restarts a dead node; it joins the cluster again and waits until
