@@ -128,4 +128,3 @@ func cpuPer(p cpuProcs, a, b cpuSnap, units int64, per string) *report.BenchCPU 
 	}
 	return out
 }
-
