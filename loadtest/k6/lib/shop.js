@@ -293,7 +293,8 @@ export function audit(products, buyers) {
 
 /**
  * handleSummary's result: every thresholded metric with ✓ or ✗ per
- * threshold (or "no samples", which k6 does not evaluate), the checks with
+ * threshold (k6 puts every thresholded metric in the summary; "no samples"
+ * only for a k6 run with --no-thresholds), the checks with
  * their pass and fail counts, and the whole summary as JSON in SUMMARY_DIR
  * (default: the working directory).
  * @param {string} name
