@@ -73,7 +73,9 @@ type Instance struct {
 	Exited  chan struct{}
 }
 
-func (i *Instance) Url() string { return fmt.Sprintf("http://%s:%d", cmp.Or(i.Host, "127.0.0.1"), i.Port) }
+func (i *Instance) Url() string {
+	return fmt.Sprintf("http://%s:%d", cmp.Or(i.Host, "127.0.0.1"), i.Port)
+}
 
 // Placement puts an instance somewhere other than loopback: it listens on
 // Host, and its command runs after Prefix (a network namespace's ip netns
