@@ -71,6 +71,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			b.WriteString("</table>")
 		}
 		b.WriteString(FailoverHTML(s.Failover))
+		b.WriteString(PartitionHTML(s.Partition))
 		if len(s.Metrics) > 0 {
 			b.WriteString("<p class=muted>")
 			keys := make([]string, 0, len(s.Metrics))

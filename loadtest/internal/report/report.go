@@ -92,6 +92,7 @@ func WriteText(w io.Writer, r Scenario) {
 		WriteBench(w, r.Bench)
 	}
 	WriteFailover(w, r.Failover)
+	WritePartition(w, r.Partition)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note:     %s\n", n)
 	}

@@ -28,6 +28,7 @@ type Scenario struct {
 	Compare   []CompareRow       `json:"compare,omitempty"`
 	Bench     *Bench             `json:"bench,omitempty"`
 	Failover  []FailoverRow      `json:"failover,omitempty"`
+	Partition []PartitionRow     `json:"partition,omitempty"`
 	Notes     []string           `json:"notes,omitempty"`
 	Pass      bool               `json:"pass"`
 	Error     string             `json:"error,omitempty"`

@@ -46,6 +46,7 @@ var Registry = []Entry{
 	{FailoverCluster, failoverPart(FailoverCluster)},
 	{FailoverSentinel, failoverPart(FailoverSentinel)},
 	{FailoverDBSemiSync, failoverPart(FailoverDBSemiSync)},
+	{"partition", of(runner.Partition)},
 	{"bench", bench.Run},
 }
 

@@ -1,0 +1,82 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"strings"
+	"time"
+)
+
+// PartitionRow is one fault of the partition scenario's seeded schedule
+// and what followed it.
+type PartitionRow struct {
+	Fault  string        `json:"fault"`  // what the network did (e.g. "black-hole", "kernel drop")
+	Target string        `json:"target"` // whose link: "instance 2 -> Redis", "every instance -> MySQL"
+	At     time.Duration `json:"at_ns"`  // from the start of the load
+	Lasted time.Duration `json:"lasted_ns"`
+	// Recovery: from the heal until the hot product's first order created
+	// (201) after it, on any instance; OnTarget: on the faulted instance.
+	// 0: none.
+	Recovery time.Duration `json:"recovery_ns"`
+	OnTarget time.Duration `json:"recovery_on_target_ns,omitempty"`
+	Bound    time.Duration `json:"bound_ns"` // A2: lock TTL + 3 s after the heal
+	// StockLeft: units of the hot product left at the fault.
+	StockLeft int64 `json:"stock_left"`
+	// Slow: answers from the fault to the next one later than the request
+	// timeout + 1 s; NoAnswer: requests without an answer (but give-ups).
+	Slow        int                `json:"slow"`
+	NoAnswer    int                `json:"no_answer"`
+	ByStatus    map[string]int     `json:"by_status"` // answers overlapping the fault, by outcome
+	StaleFences float64            `json:"stale_fence_rejections"`
+	LocksLost   float64            `json:"locks_lost_before_release"`
+	Err         string             `json:"error,omitempty"`
+	Start       time.Time          `json:"-"`
+	Healed      time.Time          `json:"-"`
+	Instance    int                `json:"-"` // -1: every instance
+	Before      map[string]float64 `json:"-"`
+}
+
+// WritePartition is the per-fault table of the text report.
+func WritePartition(w io.Writer, rows []PartitionRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "partition: %-44s %6s %6s %5s %9s %9s %9s %5s %5s %5s %5s  %s\n", "fault, whose link", "at", "lasted", "left", "recovery", "on target", "A2 bound", "stale", "lost", "slow", "unans", "answers overlapping the fault")
+	for _, f := range rows {
+		fmt.Fprintf(w, "           %-44s %5.1fs %5.1fs %5d %9s %9s %9s %5.0f %5.0f %5d %5d  %s\n", f.Fault+", "+f.Target, f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft,
+			never(f.Recovery), never(f.OnTarget), Ms(f.Bound), f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, Outcomes(f.ByStatus))
+		if f.Err != "" {
+			fmt.Fprintf(w, "           error: %s\n", FirstLine(f.Err))
+		}
+	}
+	fmt.Fprintln(w, "           (recovery: from the heal to the hot product's next order, on any instance / on the faulted one; stale: stock writes refused for a stale fencing token;")
+	fmt.Fprintln(w, "           lost: product locks found gone at release; slow: answers later than the request timeout + 1s, unans: no answer, both from the fault to the next one)")
+}
+
+func never(d time.Duration) string {
+	if d <= 0 {
+		return "never"
+	}
+	return Ms(d)
+}
+
+// PartitionHTML is the per-fault table of report.html.
+func PartitionHTML(rows []PartitionRow) string {
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("<table><tr><th class=l>fault</th><th class=l>whose link</th><th>at</th><th>lasted</th><th>stock left</th><th>orders again after the heal</th><th>on the faulted instance</th><th>A2 bound</th><th>stale fences refused</th><th>locks lost</th><th>slower than timeout + 1s</th><th>no answer</th><th class=l>answers overlapping the fault</th></tr>")
+	for _, f := range rows {
+		cls := ""
+		if f.Recovery == 0 || f.Recovery > f.Bound {
+			cls = " class=bad"
+		}
+		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%.1fs</td><td>%d</td><td%s>%s</td><td>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td class=l>%s</td></tr>",
+			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft, cls, never(f.Recovery), never(f.OnTarget), Ms(f.Bound),
+			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, html.EscapeString(Outcomes(f.ByStatus)))
+	}
+	b.WriteString("</table>")
+	return b.String()
+}
