@@ -51,7 +51,7 @@ func WritePartition(w io.Writer, rows []PartitionRow) {
 		}
 	}
 	fmt.Fprintln(w, "           (recovery: from the heal to the hot product's next order, on any instance / on the faulted one; stale: stock writes refused for a stale fencing token;")
-	fmt.Fprintln(w, "           lost: product locks found gone at release; slow: answers later than the request timeout + 1s, unans: no answer, both from the fault to the next one)")
+	fmt.Fprintln(w, "           lost: lock holds lost before release (watchdog or release); slow: answers later than the request timeout + 1s, unans: no answer, both from the fault to the next one)")
 }
 
 func never(d time.Duration) string {
