@@ -45,13 +45,22 @@ func WritePartition(w io.Writer, rows []PartitionRow) {
 	fmt.Fprintf(w, "partition: %-44s %6s %6s %5s %9s %9s %9s %5s %5s %5s %5s  %s\n", "fault, whose link", "at", "lasted", "left", "recovery", "on target", "A2 bound", "stale", "lost", "slow", "unans", "answers overlapping the fault")
 	for _, f := range rows {
 		fmt.Fprintf(w, "           %-44s %5.1fs %5.1fs %5d %9s %9s %9s %5.0f %5.0f %5d %5d  %s\n", f.Fault+", "+f.Target, f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft,
-			never(f.Recovery), never(f.OnTarget), Ms(f.Bound), f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, Outcomes(f.ByStatus))
+			never(f.Recovery), onTarget(f), Ms(f.Bound), f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, Outcomes(f.ByStatus))
 		if f.Err != "" {
 			fmt.Fprintf(w, "           error: %s\n", FirstLine(f.Err))
 		}
 	}
 	fmt.Fprintln(w, "           (recovery: from the heal to the hot product's next order, on any instance / on the faulted one; stale: stock writes refused for a stale fencing token;")
 	fmt.Fprintln(w, "           lost: lock holds lost before release (watchdog or release); slow: answers later than the request timeout + 1s, unans: no answer, both from the fault to the next one)")
+}
+
+// onTarget is the recovery on the faulted instance; "-" when the fault hit
+// every instance.
+func onTarget(f PartitionRow) string {
+	if f.Instance < 0 {
+		return "-"
+	}
+	return never(f.OnTarget)
 }
 
 func never(d time.Duration) string {
@@ -74,7 +83,7 @@ func PartitionHTML(rows []PartitionRow) string {
 			cls = " class=bad"
 		}
 		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%.1fs</td><td>%d</td><td%s>%s</td><td>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td class=l>%s</td></tr>",
-			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft, cls, never(f.Recovery), never(f.OnTarget), Ms(f.Bound),
+			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft, cls, never(f.Recovery), onTarget(f), Ms(f.Bound),
 			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, html.EscapeString(Outcomes(f.ByStatus)))
 	}
 	b.WriteString("</table>")
