@@ -101,6 +101,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, Ms(c.Summary.P50), Ms(c.Summary.P99), linearCell(c.Linearizable, c.Linear, "compare "+c.Row), cls, esc(viol))
 			}
 			b.WriteString("</table>")
+			b.WriteString(partitionColumnHTML(s.Compare))
 			for _, c := range s.Compare {
 				if c.Linear != nil {
 					b.WriteString(linearHTML(c.Linear, "compare "+c.Row, c.Row+": "))

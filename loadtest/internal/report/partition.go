@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
 )
 
 // PartitionRow is one fault of the partition scenario's seeded schedule
@@ -87,5 +89,72 @@ func PartitionHTML(rows []PartitionRow) string {
 			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, html.EscapeString(Outcomes(f.ByStatus)))
 	}
 	b.WriteString("</table>")
+	return b.String()
+}
+
+// PartitionCell is a compare row's partition column: the same strategy,
+// with no lab pause, under the seeded network faults that make a lock
+// holder outlive its lease (--compare-partitions).
+type PartitionCell struct {
+	Seed         int64           `json:"seed"`
+	Faults       int             `json:"faults"`
+	Orders       int64           `json:"orders"`
+	Oversold     int64           `json:"oversold_units"`
+	Duplicates   int64           `json:"duplicate_orders"`
+	Violated     []string        `json:"violated"`
+	Linearizable *bool           `json:"linearizable"`
+	Clean        bool            `json:"clean"`
+	Rejected     float64         `json:"stale_fence_rejections"`
+	LocksLost    float64         `json:"locks_lost"`
+	Summary      loadgen.Summary `json:"summary"`
+	Error        string          `json:"error,omitempty"`
+}
+
+// String is the cell as the text table shows it.
+func (c *PartitionCell) String() string {
+	switch {
+	case c == nil:
+		return "-"
+	case c.Error != "":
+		return "error"
+	case c.Clean:
+		return fmt.Sprintf("clean (%d faults, %.0f holds lost, %.0f refused)", c.Faults, c.LocksLost, c.Rejected)
+	}
+	lin := ""
+	if c.Linearizable != nil && !*c.Linearizable {
+		lin = ", NOT linearizable"
+	}
+	return fmt.Sprintf("CAUGHT: %s (oversold %d%s; %d faults, %.0f holds lost)", strings.Join(c.Violated, " "), c.Oversold, lin, c.Faults, c.LocksLost)
+}
+
+// writePartitionColumn is the compare table's partition column, as lines
+// under the table (the table is wide already).
+func writePartitionColumn(w io.Writer, rows []CompareRow) {
+	for _, c := range rows {
+		if c.Partition != nil {
+			fmt.Fprintf(w, "%-30s under partitions (seed %d): %s\n", c.Row, c.Partition.Seed, c.Partition)
+		}
+	}
+}
+
+// partitionColumnHTML is the partition column of report.html.
+func partitionColumnHTML(rows []CompareRow) string {
+	var b strings.Builder
+	for _, c := range rows {
+		if c.Partition == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("<table><tr><th class=l>row</th><th class=l>under partitions (no lab pause)</th></tr>")
+		}
+		cls := "ok"
+		if !c.Partition.Clean {
+			cls = "bad"
+		}
+		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=\"l %s\">seed %d: %s</td></tr>", html.EscapeString(c.Row), cls, c.Partition.Seed, html.EscapeString(c.Partition.String()))
+	}
+	if b.Len() > 0 {
+		b.WriteString("</table>")
+	}
 	return b.String()
 }

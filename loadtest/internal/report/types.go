@@ -89,6 +89,8 @@ type CompareRow struct {
 	Linearizable *bool                 `json:"linearizable"`
 	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
 	Violations   []verify.Violation    `json:"-"`
+	// Partition: the same strategy under network faults (nil: not run).
+	Partition *PartitionCell `json:"partition,omitempty"`
 }
 
 // allLinearizable is the verdict over several rows: false when one is not
