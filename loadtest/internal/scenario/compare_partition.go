@@ -27,12 +27,12 @@ var partitionRows = map[string]bool{"naive": true, "lock (pause > TTL)": true, "
 func leaseSchedule(seed int64, duration time.Duration, instances int, mysql, kernel bool) []netFault {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x1ea5e))
 	var plan []netFault
-	t := duration / 10
+	t := duration / 8
 	for k := 0; ; k++ {
 		f := netFault{Dep: "Redis", Instance: rng.IntN(instances), At: t.Round(100 * time.Millisecond),
-			Lasted: (partTTL + time.Duration(rng.Int64N(int64(1500*time.Millisecond)))).Round(100 * time.Millisecond)}
+			Lasted: (partTTL + time.Duration(rng.Int64N(int64(500*time.Millisecond)))).Round(100 * time.Millisecond)}
 		switch {
-		case k%3 == 2:
+		case k%4 == 3:
 			f.Instance, f.Fault = -1, topo.Fault{Kind: topo.Latency, Dir: topo.Back, Delay: partTTL + 200*time.Millisecond}
 		case kernel && rng.IntN(2) == 0:
 			f.Cut = topo.Drop
@@ -40,13 +40,13 @@ func leaseSchedule(seed int64, duration time.Duration, instances int, mysql, ker
 			f.Fault = topo.Fault{Kind: topo.BlackHole}
 		}
 		if mysql && f.Instance >= 0 {
-			f.SlowDB = time.Duration(200+rng.IntN(400)) * time.Millisecond
+			f.SlowDB = time.Duration(600+rng.IntN(400)) * time.Millisecond
 		}
-		if f.At+f.Lasted > duration*85/100 {
+		if f.At+f.span() > duration*85/100 {
 			return plan
 		}
 		plan = append(plan, f)
-		t = f.At + f.Lasted + 700*time.Millisecond + time.Duration(rng.Int64N(int64(800*time.Millisecond)))
+		t = f.At + f.span() + 300*time.Millisecond + time.Duration(rng.Int64N(int64(300*time.Millisecond)))
 	}
 }
 
@@ -64,7 +64,17 @@ func (h runner) comparePartition(ctx context.Context, strategy string, seed int6
 	defer e.Close()
 	plan := leaseSchedule(seed, h.O.ChaosDuration, len(e.Cluster.Instances), e.Net.MySQL != nil, e.Net.Ns != nil)
 	cell.Faults = len(plan)
+	// The hot product is kept in stock through the faults (stocker), or
+	// it would sell out before most of them and no stale write could land.
+	stock := int64(h.O.Stock)
+	p, err := e.Client.CreateProduct(ctx, "compare partitions "+strategy, 990, stock, "lt-cmpnet-"+loadgen.RandomID(6))
+	if err != nil {
+		cell.Error = "create the hot product: " + err.Error()
+		return cell
+	}
+	st := &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-cmpnet-restock-" + loadgen.RandomID(6)}
 	cfg := h.RaceConfig(e, "compare (partitions) "+strategy)
+	cfg.ProductID, cfg.Stock = p.ID, stock
 	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = h.O.Retries, 0.3, h.O.TinyTimeout, true
 	cfg.Rate = float64(h.O.Users) / h.O.ChaosDuration.Seconds()
 	cfg.Timeout = partReqTimeout + 3*time.Second
@@ -79,7 +89,11 @@ func (h runner) comparePartition(ctx context.Context, strategy string, seed int6
 		case <-ctx.Done():
 			return
 		}
+		sleep(ctx, time.Until(t0.Add(time.Second)))
+		_ = st.Size(ctx, t0, h.O.ChaosDuration)
 		for _, f := range plan {
+			sleep(ctx, time.Until(t0.Add(f.At-300*time.Millisecond)))
+			_ = st.Size(ctx, t0, h.O.ChaosDuration)
 			sleep(ctx, time.Until(t0.Add(f.At)))
 			if ctx.Err() != nil {
 				return

@@ -38,9 +38,20 @@ type netFault struct {
 	Instance int          // -1: every instance
 	At       time.Duration
 	Lasted   time.Duration
-	// SlowDB also delays the instance's MySQL link both ways, so the
-	// holds it has under way last past the lock TTL while Redis is cut.
+	// SlowDB also delays what the instance sends to MySQL (the requests,
+	// not the replies), from slowLead before the cut: its holds under way
+	// last past the lock TTL while Redis is cut, and a statement sent
+	// before its lease ran out reaches the database after (as a COMMIT
+	// stuck in a congested link would).
 	SlowDB time.Duration
+}
+
+// span is how long the fault takes from its start to its heal.
+func (f netFault) span() time.Duration {
+	if f.SlowDB > 0 {
+		return slowLead + f.Lasted
+	}
+	return f.Lasted
 }
 
 func (f netFault) Kind() string {
@@ -56,7 +67,7 @@ func (f netFault) Target() string {
 		who = fmt.Sprintf("instance %d", f.Instance+1)
 	}
 	if f.SlowDB > 0 {
-		return fmt.Sprintf("%s -> %s (its MySQL link %s slower each way)", who, f.Dep, f.SlowDB)
+		return fmt.Sprintf("%s -> %s (its requests to MySQL %s late from %s before)", who, f.Dep, f.SlowDB, slowLead)
 	}
 	return who + " -> " + f.Dep
 }
@@ -82,10 +93,10 @@ func partitionSchedule(seed int64, duration time.Duration, instances int, mysql,
 		first.Fault, first.Cut = topo.Fault{}, topo.Drop
 	}
 	if mysql {
-		first.SlowDB = 400 * time.Millisecond
+		first.SlowDB = 700 * time.Millisecond
 	}
 	plan := []netFault{first}
-	t := first.At + first.Lasted + ms(between(1200*time.Millisecond, 2500*time.Millisecond))
+	t := first.At + first.span() + ms(between(1200*time.Millisecond, 2500*time.Millisecond))
 	deps := []string{"Redis"}
 	if mysql {
 		deps = append(deps, "MySQL", "Redis and MySQL")
@@ -152,10 +163,20 @@ func nsOf(n *harness.Net, i int) *topo.Netns {
 	return n.Ns[i]
 }
 
-// inject starts the fault on its links.
+// slowLead is how long a fault with SlowDB slows the database before it
+// cuts Redis: long enough for the instance's holds under way to be slow
+// ones, so the cut finds a holder mid-transaction.
+const slowLead = 800 * time.Millisecond
+
+// inject starts the fault on its links (with SlowDB, the database is
+// slowed slowLead first).
 func (f netFault) inject(ctx context.Context, n *harness.Net) error {
 	links, nss := f.links(n)
 	var errs []error
+	if f.SlowDB > 0 && f.Instance >= 0 && n.MySQL != nil {
+		errs = append(errs, n.MySQL[f.Instance].Inject(topo.Fault{Kind: topo.Latency, Dir: topo.Up, Delay: f.SlowDB}))
+		sleep(ctx, slowLead)
+	}
 	for k, l := range links {
 		if f.Cut != "" {
 			if nss[k] == nil {
@@ -166,9 +187,6 @@ func (f netFault) inject(ctx context.Context, n *harness.Net) error {
 			continue
 		}
 		errs = append(errs, l.Inject(f.Fault))
-	}
-	if f.SlowDB > 0 && f.Instance >= 0 && n.MySQL != nil {
-		errs = append(errs, n.MySQL[f.Instance].Inject(topo.Fault{Kind: topo.Latency, Delay: f.SlowDB}))
 	}
 	return errors.Join(errs...)
 }
