@@ -642,8 +642,11 @@ func (s *Service) StrategyOf(productID int64) string {
 
 // holdGrace is how long past its request's deadline a hold may last: the
 // work under it (a transaction bounded to the deadline plus less than
-// this) must end first, or the watchdog would stop while it still ran.
-const holdGrace = time.Second
+// this) must end first, or the watchdog would stop while it still ran; and
+// with the release (which waits no longer than the hold, lockx.Do) and
+// keeping the idempotency record (500 ms at most) the answer must leave
+// within the deadline + 1 s (A1).
+const holdGrace = 400 * time.Millisecond
 
 // HoldPast is the context of a hold taken for a request whose deadline is
 // dl: not cancelled with the request (a client gone away must not cut a

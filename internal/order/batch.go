@@ -177,11 +177,13 @@ const batchTxTimeout = 30 * time.Second
 // look-up: a COMMIT under way at the deadline gets to finish, and a
 // database that went silent (a black-holed connection, which no error ends)
 // costs the client its deadline plus less than a second, not the 30 s of
-// batchTxTimeout (A1: answered within the request timeout + 1 s). A COMMIT
-// cut by it is in doubt and looked up like one whose connection broke.
+// batchTxTimeout (A1: answered within the request timeout + 1 s: the hold
+// ends 400 ms after the deadline, see inventory.HoldPast, and keeping the
+// idempotency record takes 500 ms at most). A COMMIT cut by it is in doubt
+// and looked up like one whose connection broke.
 const (
-	commitGrace  = 400 * time.Millisecond
-	inDoubtGrace = 800 * time.Millisecond
+	commitGrace  = 250 * time.Millisecond
+	inDoubtGrace = 400 * time.Millisecond
 )
 
 // placeSafely is placeBatch with a panic turned into every request's error:
