@@ -82,13 +82,35 @@ func TestBlackHoledDependencies(t *testing.T) {
 		return c.Do(ctx, loadgen.Call{Method: http.MethodPost, Path: "/api/v1/orders", Token: tok, Key: key,
 			Body: map[string]int64{"product_id": p.ID, "quantity": 1}})
 	}
+	blackHole := func(links ...*topo.Link) func(t *testing.T) {
+		return func(t *testing.T) {
+			for _, l := range links {
+				if err := l.Inject(topo.Fault{Kind: topo.BlackHole}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
 	for _, fault := range []struct {
 		name  string
 		links []*topo.Link
+		// inject starts the fault while the requests are sent (nil:
+		// blackHole(links...) before they are)
+		inject func(t *testing.T)
 	}{
-		{"Redis black-holed", []*topo.Link{redisLink}},
-		{"MySQL black-holed", []*topo.Link{mysqlLink}},
-		{"Redis and MySQL black-holed", []*topo.Link{redisLink, mysqlLink}},
+		{"Redis black-holed", []*topo.Link{redisLink}, nil},
+		{"MySQL black-holed", []*topo.Link{mysqlLink}, nil},
+		{"Redis and MySQL black-holed", []*topo.Link{redisLink, mysqlLink}, nil},
+		// Holds under way when Redis goes silent: the shop's requests to
+		// MySQL are late, so its holds are long, then Redis is cut. The
+		// release into the silent Redis must not hold the answer.
+		{"Redis black-holed under slow holds", []*topo.Link{redisLink, mysqlLink}, func(t *testing.T) {
+			if err := mysqlLink.Inject(topo.Fault{Kind: topo.Latency, Dir: topo.Up, Delay: 700 * time.Millisecond}); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(800 * time.Millisecond)
+			blackHole(redisLink)(t)
+		}},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			// Buyers logged in and an unpaid order each, before the fault.
@@ -111,10 +133,8 @@ func TestBlackHoledDependencies(t *testing.T) {
 				}
 				ps = append(ps, prepared{id, tok, o.OrderNo})
 			}
-			for _, l := range fault.links {
-				if err := l.Inject(topo.Fault{Kind: topo.BlackHole}); err != nil {
-					t.Fatal(err)
-				}
+			if fault.inject == nil {
+				blackHole(fault.links...)(t)
 			}
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -137,6 +157,9 @@ func TestBlackHoledDependencies(t *testing.T) {
 			}
 			send("product", loadgen.Call{Method: http.MethodGet, Path: fmt.Sprintf("/api/v1/products/%d", p.ID)})
 			send("login", loadgen.Call{Method: http.MethodPost, Path: "/api/v1/auth/token", Body: map[string]int64{"user_id": 9999}})
+			if fault.inject != nil {
+				fault.inject(t)
+			}
 			wg.Wait()
 			for what, a := range answers {
 				lat := a.End.Sub(a.Start)

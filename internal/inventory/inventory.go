@@ -646,7 +646,7 @@ func (s *Service) StrategyOf(productID int64) string {
 // with the release (which waits no longer than the hold, lockx.Do) and
 // keeping the idempotency record (500 ms at most) the answer must leave
 // within the deadline + 1 s (A1).
-const holdGrace = 400 * time.Millisecond
+const holdGrace = 300 * time.Millisecond
 
 // HoldPast is the context of a hold taken for a request whose deadline is
 // dl: not cancelled with the request (a client gone away must not cut a

@@ -178,12 +178,12 @@ const batchTxTimeout = 30 * time.Second
 // database that went silent (a black-holed connection, which no error ends)
 // costs the client its deadline plus less than a second, not the 30 s of
 // batchTxTimeout (A1: answered within the request timeout + 1 s: the hold
-// ends 400 ms after the deadline, see inventory.HoldPast, and keeping the
+// ends 300 ms after the deadline, see inventory.HoldPast, and keeping the
 // idempotency record takes 500 ms at most). A COMMIT cut by it is in doubt
 // and looked up like one whose connection broke.
 const (
-	commitGrace  = 250 * time.Millisecond
-	inDoubtGrace = 400 * time.Millisecond
+	commitGrace  = 200 * time.Millisecond
+	inDoubtGrace = 300 * time.Millisecond
 )
 
 // placeSafely is placeBatch with a panic turned into every request's error:

@@ -409,8 +409,9 @@ func outcomeOf(res Result, err error) string {
 }
 
 // detachGrace is how long past the request's deadline a payment or credit
-// may still run.
-const detachGrace = 500 * time.Millisecond
+// may still run: with keeping its idempotency record (500 ms at most) the
+// answer leaves within the deadline + 1 s (A1).
+const detachGrace = 300 * time.Millisecond
 
 // detach is ctx without its cancellation (a client that went away must not
 // cut a payment midway), ending detachGrace after ctx's deadline if it has
