@@ -30,7 +30,7 @@ func leaseSchedule(seed int64, duration time.Duration, instances int, mysql, ker
 	t := duration / 8
 	for k := 0; ; k++ {
 		f := netFault{Dep: "Redis", Instance: rng.IntN(instances), At: t.Round(100 * time.Millisecond),
-			Lasted: (partTTL + time.Duration(rng.Int64N(int64(500*time.Millisecond)))).Round(100 * time.Millisecond)}
+			Lasted: (partTTL + 200*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond)))).Round(100 * time.Millisecond)}
 		switch {
 		case k%4 == 3:
 			f.Instance, f.Fault = -1, topo.Fault{Kind: topo.Latency, Dir: topo.Back, Delay: partTTL + 200*time.Millisecond}
