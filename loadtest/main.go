@@ -4,7 +4,7 @@
 // and from the clients' own records that nothing was oversold, ordered twice
 // or charged twice.
 //
-//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover|bench [flags]
+//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover|partition|bench [flags]
 //
 // It exits 0 only when every invariant held (compare: when the safe row is
 // clean and at least one unsafe row was caught).
