@@ -76,6 +76,9 @@ func (h runner) comparePartition(ctx context.Context, strategy string, seed int6
 	cfg := h.RaceConfig(e, "compare (partitions) "+strategy)
 	cfg.ProductID, cfg.Stock = p.ID, stock
 	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = h.O.Retries, 0.3, h.O.TinyTimeout, true
+	// Regular orders on four products of their own, never sold out: each
+	// is one more lock a cut instance may be holding when Redis goes.
+	cfg.RegularProducts, cfg.RegularStock = 4, max(1, int64(h.O.Users)/2)
 	cfg.Rate = float64(h.O.Users) / h.O.ChaosDuration.Seconds()
 	cfg.Timeout = partReqTimeout + 3*time.Second
 	s := e.Sample(ctx)
