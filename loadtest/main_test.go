@@ -15,7 +15,7 @@ func TestParseFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"race", scenario.FailoverCluster, scenario.FailoverSentinel, scenario.FailoverDBSemiSync}; !slices.Equal(o.Scenarios, want) {
+	if want := []string{"race", scenario.FailoverCluster, scenario.FailoverSentinel, scenario.FailoverDBSemiSync, scenario.FailoverDBGalera}; !slices.Equal(o.Scenarios, want) {
 		t.Fatalf("scenarios %v, want %v", o.Scenarios, want)
 	}
 	o, err = parse([]string{"--scenario", scenario.FailoverSentinel, "--expect-5xx", "502,504"}, func(string) string { return "" }, io.Discard)

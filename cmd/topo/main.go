@@ -4,11 +4,14 @@
 // CI runs the Redis-using packages' tests against the Cluster it starts,
 // and the operations chapter uses it to show a failover. mariadb-semisync
 // is a MariaDB primary with two semi-synchronous replicas behind haproxy
-// (needs mariadbd and haproxy); it prints the DSN of a user without SUPER.
+// (needs mariadbd and haproxy), galera a three-node Galera cluster with one
+// writer behind haproxy (needs galera-4 and rsync too); both print the DSN
+// of a user without SUPER.
 //
 //	topo cluster  [--port 17000] [--env-file F] [--for 30m]
 //	topo sentinel [--port 17100] [--sentinel-port 26379] [--env-file F] [--for 30m]
 //	topo mariadb-semisync [--dir D] [--env-file F] [--for 30m]
+//	topo galera [--dir D] [--env-file F] [--for 30m]
 //
 // It prints SHOP_REDIS_URL (and SHOP_REDIS_MASTER) once the topology is
 // healthy; every redis-server it started dies with it.
@@ -22,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -38,8 +42,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "cluster" && args[0] != "sentinel" && args[0] != "mariadb-semisync") {
-		return errors.New("usage: topo cluster|sentinel|mariadb-semisync [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
+	if len(args) == 0 || !slices.Contains([]string{"cluster", "sentinel", "mariadb-semisync", "galera"}, args[0]) {
+		return errors.New("usage: topo cluster|sentinel|mariadb-semisync|galera [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
 	}
 	kind := args[0]
 	fs := flag.NewFlagSet("topo "+kind, flag.ContinueOnError)
@@ -79,6 +83,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		env = fmt.Sprintf("SHOP_MYSQL_DSN=%s\n", s.DSN("shop", "shop"))
+	case "galera":
+		g, err := topo.StartGalera(start, topo.GaleraOptions{Dir: *dir})
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		if err := g.CreateUser(start, "shop", "shop"); err != nil {
+			return err
+		}
+		env = fmt.Sprintf("SHOP_MYSQL_DSN=%s\n", g.DSN("shop", "shop"))
 	}
 	if *envFile != "" {
 		if err := os.WriteFile(*envFile, []byte(env), 0o644); err != nil {

@@ -113,6 +113,12 @@ func TestSeckillRaceThreeInstances(t *testing.T) {
 	if !rep.OK {
 		t.Errorf("audit: %+v", rep)
 	}
+	// The shop-wide audit is published for Prometheus (deploy/prometheus): a
+	// clean one leaves no violation series and stamps its time.
+	if m := shops[1].anon(t).do("GET", "/metrics", nil); !bytes.Contains(m.body, []byte("\nshop_audit_last_run_timestamp_seconds ")) ||
+		bytes.Contains(m.body, []byte("\nshop_audit_violations{")) {
+		t.Errorf("/metrics after a clean audit: no audit time, or a violation:\n%s", m.body)
+	}
 	r := shops[2].admin(t).do("GET", "/api/v1/admin/audit?product_id="+id(p.ID), nil)
 	r.json(t, &rep)
 	if !rep.OK || len(rep.Products) != 1 || rep.Products[0].Added != 50 || rep.Products[0].Sold != 50 {

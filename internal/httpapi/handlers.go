@@ -32,6 +32,7 @@ type api struct {
 	idem      *idem.Store
 	tokens    *idem.Tokens
 	audit     func(ctx context.Context, o audit.Options) (audit.Report, error)
+	audits    *auditMetrics
 	cursors   cursors
 	noIdem    bool
 	demoLogin bool
@@ -411,6 +412,9 @@ func (a *api) runAudit(c *gin.Context) {
 	if err != nil {
 		writeError(c, err)
 		return
+	}
+	if o.ProductID == 0 {
+		a.audits.observe(r, time.Now())
 	}
 	writeJSON(c, http.StatusOK, r)
 }

@@ -90,7 +90,7 @@ func New(d Deps) http.Handler {
 	})
 	a := &api{
 		auth:     &authn{secret: []byte(d.AuthSecret), admin: []byte(d.AdminToken), ttl: d.TokenTTL},
-		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit,
+		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit, audits: newAuditMetrics(d.Registry),
 		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
 		limits: d.Limits,
 	}

@@ -326,7 +326,9 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 // not land: nothing changed, so it runs again.
 var errRolledBack = errors.New("order batch: the commit did not land")
 
-// inDoubtTimeout bounds resolveInDoubt's look-up.
+// inDoubtTimeout bounds resolveInDoubt's look-ups: past the time a
+// database tier takes to fail over (a new primary promoted, a Galera
+// cluster's new view), so the answer is the database's, not a guess.
 const inDoubtTimeout = 10 * time.Second
 
 // resolveInDoubt decides a batch transaction whose COMMIT lost its
@@ -354,9 +356,18 @@ func (s *Service) resolveInDoubt(ctx context.Context, productID int64, got []res
 	ctx, cancel := context.WithTimeout(ctx, inDoubtTimeout)
 	defer cancel()
 	var found int64
-	err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
-		return tx.Model(&Order{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no IN ?", nos).Count(&found).Error
-	})
+	// The database that lost the COMMIT may be failing over: until a
+	// writer answers, the look-up is tried again. Answering before it is
+	// resolved would tell a buyer "nothing was done" of an order that may
+	// exist.
+	for attempt := 1; ; attempt++ {
+		err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
+			return tx.Model(&Order{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no IN ?", nos).Count(&found).Error
+		})
+		if err == nil || !dbx.Unavailable(err) || !sleep(ctx, min(time.Duration(attempt)*50*time.Millisecond, 500*time.Millisecond)) {
+			break
+		}
+	}
 	switch {
 	case err != nil:
 		s.metrics.inDoubt("unresolved")
@@ -542,5 +553,17 @@ func (s *Service) markAll(res []result) {
 	}
 	if err := s.markers.MarkAll(s.bg, marks); err != nil {
 		s.log.Warn("processed markers not written (the unique order number still guards)", "err", err)
+	}
+}
+
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }

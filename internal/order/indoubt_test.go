@@ -22,10 +22,11 @@ import (
 
 // TestInDoubtCommitResolved cuts the order book's database connection at
 // the batch's COMMIT, once after the server got it (the order committed,
-// its answer lost) and once before (nothing committed): either way the
-// buyer is answered with what the database holds, one order, the stock
-// and the ledger in step. Without the resolution both buyers got an error
-// although the first one's order was placed.
+// its answer lost), once before (nothing committed), and once after with
+// the database unreachable for a while (a failover under way): each time
+// the buyer is answered with what the database holds, one order, the stock
+// and the ledger in step. Without the resolution the buyers got an error
+// although the orders were placed; without its retries, the third.
 func TestInDoubtCommitResolved(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.MySQL(t)
@@ -49,9 +50,13 @@ func TestInDoubtCommitResolved(t *testing.T) {
 	t.Cleanup(orders.Wait)
 	id := f.Product(t, inv, 100, 10)
 
-	for i, forward := range []bool{true, false} {
+	for i, c := range []struct {
+		forward bool
+		down    time.Duration
+	}{{true, 0}, {false, 0}, {true, 600 * time.Millisecond}} {
+		forward := c.forward
 		user := int64(i + 1)
-		cut.arm(forward)
+		cut.arm(forward, c.down)
 		o, created, err := orders.Seckill(ctx, user, id)
 		if cut.cuts.Load() != int64(i+1) {
 			t.Fatalf("user %d: the cutter cut %d connections, want %d: the test did not test", user, cut.cuts.Load(), i+1)
@@ -61,13 +66,13 @@ func TestInDoubtCommitResolved(t *testing.T) {
 			t.Errorf("COMMIT cut (forwarded %v): order %q, created %v, err %v; %d rows; want the buyer's one order, created", forward, o.OrderNo, created, err, rows)
 		}
 	}
-	if stock := f.stock(t, id); stock != 8 {
-		t.Errorf("stock %d, want 8", stock)
+	if stock := f.stock(t, id); stock != 7 {
+		t.Errorf("stock %d, want 7", stock)
 	}
-	if n := f.Count(t, "SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); n != 2 {
-		t.Errorf("units in the ledger's order rows: %d, want 2", n)
+	if n := f.Count(t, "SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); n != 3 {
+		t.Errorf("units in the ledger's order rows: %d, want 3", n)
 	}
-	for outcome, want := range map[string]float64{"landed": 1, "rolled_back": 1} {
+	for outcome, want := range map[string]float64{"landed": 2, "rolled_back": 1} {
 		if got := counterValue(t, reg, "shop_orders_commits_in_doubt_total", outcome); got != want {
 			t.Errorf("commits in doubt %s: %v, want %v", outcome, got, want)
 		}
@@ -97,14 +102,18 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) fl
 
 // commitCutter is a TCP proxy in front of MySQL that, once armed, cuts the
 // connection that sends COMMIT: after forwarding it (the server commits,
-// the client never hears) or before (the server rolls back).
+// the client never hears) or before (the server rolls back); then, for
+// down, it closes every new connection at once.
 type commitCutter struct {
-	addr  string
-	armed atomic.Int32 // 0 off, 1 cut after forwarding, 2 cut before
-	cuts  atomic.Int64
+	addr      string
+	armed     atomic.Int32 // 0 off, 1 cut after forwarding, 2 cut before
+	cuts      atomic.Int64
+	down      atomic.Int64 // nanoseconds of the next cut's outage
+	downUntil atomic.Int64 // unix nanoseconds
 }
 
-func (c *commitCutter) arm(forward bool) {
+func (c *commitCutter) arm(forward bool, down time.Duration) {
+	c.down.Store(int64(down))
 	if forward {
 		c.armed.Store(1)
 	} else {
@@ -125,6 +134,10 @@ func startCommitCutter(t *testing.T, target string) *commitCutter {
 			client, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if time.Now().UnixNano() < c.downUntil.Load() {
+				client.Close()
+				continue
 			}
 			server, err := net.DialTimeout("tcp", target, 5*time.Second)
 			if err != nil {
@@ -185,6 +198,7 @@ func (c *commitCutter) pump(client, server net.Conn, muted *atomic.Bool) {
 			return
 		}
 		if cutAfter {
+			c.downUntil.Store(time.Now().Add(time.Duration(c.down.Load())).UnixNano())
 			c.cuts.Add(1)
 			time.Sleep(200 * time.Millisecond) // the server commits
 			return

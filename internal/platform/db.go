@@ -65,7 +65,19 @@ func OpenDBPool(ctx context.Context, dsn, path string, maxConns int, log *slog.L
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
-	g, err := gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
+	// Turning WAL on takes the file's lock, and SQLite answers "database is
+	// locked" at once, without its busy handler, when another process is
+	// opening the same file: tried again a few times (seen under load with
+	// three migrate commands started at once).
+	var g *gorm.DB
+	var err error
+	for attempt := 1; ; attempt++ {
+		g, err = gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
+		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "database is locked") {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}

@@ -119,27 +119,31 @@ func (h *HAProxy) Addr() string { return "127.0.0.1:" + strconv.Itoa(h.Port) }
 // WaitWriter waits until a new connection through haproxy reaches the
 // server at addr (host:port), as root.
 func (h *HAProxy) WaitWriter(ctx context.Context, addr string, limit time.Duration) error {
+	return poll(ctx, limit, "haproxy routing to "+addr, func(ctx context.Context) error { return h.routesTo(ctx, addr) })
+}
+
+// routesTo reports (nil) whether a new connection through haproxy reaches
+// the server at addr now.
+func (h *HAProxy) routesTo(ctx context.Context, addr string) error {
 	_, want, _ := net.SplitHostPort(addr)
-	return poll(ctx, limit, "haproxy routing to "+addr, func(ctx context.Context) error {
-		select {
-		case <-h.exited:
-			return fmt.Errorf("haproxy exited: %s", tail(filepath.Join(h.dir, "haproxy.log")))
-		default:
-		}
-		db, err := sql.Open("mysql", "root@tcp("+h.Addr()+")/?timeout=1s&readTimeout=1s")
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		var port string
-		if err := db.QueryRowContext(ctx, "SELECT @@port").Scan(&port); err != nil {
-			return err
-		}
-		if port != want {
-			return fmt.Errorf("routed to port %s", port)
-		}
-		return nil
-	})
+	select {
+	case <-h.exited:
+		return fmt.Errorf("haproxy exited: %s", tail(filepath.Join(h.dir, "haproxy.log")))
+	default:
+	}
+	db, err := sql.Open("mysql", "root@tcp("+h.Addr()+")/?timeout=1s&readTimeout=1s")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var port string
+	if err := db.QueryRowContext(ctx, "SELECT @@port").Scan(&port); err != nil {
+		return err
+	}
+	if port != want {
+		return fmt.Errorf("routed to port %s", port)
+	}
+	return nil
 }
 
 // Close stops haproxy and the agents.

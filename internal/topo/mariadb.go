@@ -1,15 +1,18 @@
 package topo
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,6 +23,7 @@ import (
 // MariaDBOptions shape one MariaDB server. The zero value is a fresh,
 // empty server on a free port in a new temporary directory.
 type MariaDBOptions struct {
+	Host string // loopback address to bind; "" 127.0.0.1
 	Port int    // 0: a free port
 	Dir  string // working directory; "" a new temporary one, removed by Close
 	// Args are more mariadbd options, e.g. "--read-only=ON".
@@ -32,11 +36,14 @@ type MariaDBOptions struct {
 // shop should connect as a user without SUPER (see CreateUser), as in
 // production, so that read_only applies to it.
 type MariaDB struct {
+	Host    string
 	Port    int
 	Dir     string
 	LogPath string
 	ownDir  bool
 	args    []string
+	uid     uint32 // the user the server runs as; 0: ours
+	gid     uint32
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -48,7 +55,7 @@ type MariaDB struct {
 // as user mysql on a directory that user owns (mariadbd refuses to run as
 // root).
 func StartMariaDB(ctx context.Context, o MariaDBOptions) (_ *MariaDB, err error) {
-	m := &MariaDB{Port: o.Port, Dir: o.Dir}
+	m := &MariaDB{Host: cmp.Or(o.Host, "127.0.0.1"), Port: o.Port, Dir: o.Dir}
 	if m.Dir == "" {
 		if m.Dir, err = os.MkdirTemp("", "topo-mariadb-"); err != nil {
 			return nil, err
@@ -88,11 +95,20 @@ func StartMariaDB(ctx context.Context, o MariaDBOptions) (_ *MariaDB, err error)
 	}
 	m.LogPath = filepath.Join(m.Dir, "mariadbd.err")
 	m.args = append([]string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(m.Port),
-		"--bind-address=127.0.0.1", "--socket=" + filepath.Join(m.Dir, "mariadbd.sock"),
+		"--bind-address=" + m.Host, "--socket=" + filepath.Join(m.Dir, "mariadbd.sock"),
 		"--pid-file=" + filepath.Join(m.Dir, "mariadbd.pid"), "--log-error=" + m.LogPath,
 		"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--max-connections=500"}, o.Args...)
 	if runAs != "" {
-		m.args = append(m.args, "--user="+runAs)
+		// Started as that user rather than with --user: a server that
+		// drops root itself loses its parent-death signal, and would
+		// outlive a killed test or harness.
+		u, err := user.Lookup(runAs)
+		if err != nil {
+			return nil, err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		m.uid, m.gid = uint32(uid), uint32(gid)
 	}
 	return m, m.Start(ctx)
 }
@@ -119,7 +135,7 @@ func serverUser(dir string) (string, error) {
 }
 
 // Addr is host:port.
-func (m *MariaDB) Addr() string { return "127.0.0.1:" + strconv.Itoa(m.Port) }
+func (m *MariaDB) Addr() string { return net.JoinHostPort(m.Host, strconv.Itoa(m.Port)) }
 
 // DSN is a go-sql-driver DSN for user (no password) and database db.
 func (m *MariaDB) DSN(user, db string) string {
@@ -133,13 +149,26 @@ func (m *MariaDB) Root() (*sql.DB, error) {
 
 // CreateUser creates database db and a user with every privilege on it and
 // none beyond (no SUPER, no READ ONLY ADMIN): what a service account has.
+// A db with a wildcard (`loadtest\_%`) is a pattern: the user may create
+// and use the databases it matches, and none is created.
 func (m *MariaDB) CreateUser(ctx context.Context, user, db string) error {
-	return m.exec(ctx,
-		"CREATE DATABASE IF NOT EXISTS `"+db+"`",
+	var stmts []string
+	if !strings.Contains(db, "%") {
+		stmts = append(stmts, "CREATE DATABASE IF NOT EXISTS `"+db+"`")
+	}
+	return m.exec(ctx, append(stmts,
 		"CREATE USER IF NOT EXISTS '"+user+"'@'%'",
 		"CREATE USER IF NOT EXISTS '"+user+"'@'localhost'",
 		"GRANT ALL ON `"+db+"`.* TO '"+user+"'@'%'",
-		"GRANT ALL ON `"+db+"`.* TO '"+user+"'@'localhost'")
+		"GRANT ALL ON `"+db+"`.* TO '"+user+"'@'localhost'")...)
+}
+
+// GTIDSeq is the sequence number of the last transaction in the server's
+// binlog (@@gtid_binlog_pos): on a primary, the last it committed; on a
+// replica with log-slave-updates, the last it applied.
+func (m *MariaDB) GTIDSeq(ctx context.Context) (int64, error) {
+	pos, err := m.queryString(ctx, "SELECT @@gtid_binlog_pos")
+	return gtidSeq(pos), err
 }
 
 // SetReadOnly turns the server read-only (or back): what a demoted primary,
@@ -193,7 +222,7 @@ func (m *MariaDB) Start(ctx context.Context) error {
 	}
 	cmd := exec.Command(path, m.args...)
 	cmd.Dir = m.Dir
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = userAttr(m.uid, m.gid)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("topo: start mariadbd on %d: %w", m.Port, err)
 	}

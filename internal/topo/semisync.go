@@ -20,6 +20,11 @@ type SemiSyncOptions struct {
 	// acknowledges a commit its replicas may never have received (the
 	// unsafe lab row of the database failover).
 	Async bool
+	// ReplicaDelay is MASTER_DELAY (whole seconds): the replicas apply a
+	// transaction that long after the primary committed it. A stand-in
+	// for the lag of an asynchronous replica under load or across a WAN:
+	// on loopback an idle replica keeps up within milliseconds.
+	ReplicaDelay time.Duration
 	// AckTimeout is rpl_semi_sync_master_timeout: how long a commit waits
 	// for a replica's acknowledgement before the primary silently falls
 	// back to asynchronous replication. Default 10 s (MariaDB's).
@@ -37,6 +42,7 @@ type SemiSync struct {
 	Nodes   []*MariaDB
 	Proxy   *HAProxy
 	async   bool
+	delay   int
 	dir     string
 	ownDir  bool
 	primary atomic.Int32
@@ -50,7 +56,7 @@ var ErrRelayNotApplied = errors.New("topo: the replica has not applied its relay
 // StartSemiSync starts the three servers, wires replication from node 0 and
 // starts haproxy in front. The shop connects through DSN.
 func StartSemiSync(ctx context.Context, o SemiSyncOptions) (_ *SemiSync, err error) {
-	s := &SemiSync{async: o.Async, dir: o.Dir}
+	s := &SemiSync{async: o.Async, delay: int(o.ReplicaDelay.Seconds()), dir: o.Dir}
 	if s.dir == "" {
 		if s.dir, err = os.MkdirTemp("", "topo-semisync-"); err != nil {
 			return nil, err
@@ -122,7 +128,7 @@ func (s *SemiSync) follow(ctx context.Context, r, primary *MariaDB, pos string) 
 	}
 	return r.exec(ctx, "STOP SLAVE", "SET GLOBAL rpl_semi_sync_master_enabled = OFF",
 		"SET GLOBAL rpl_semi_sync_slave_enabled = "+semi,
-		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=%s", primary.Port, pos),
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=%s, MASTER_DELAY=%d", primary.Port, pos, s.delay),
 		"START SLAVE")
 }
 

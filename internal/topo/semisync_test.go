@@ -20,74 +20,26 @@ func TestSemiSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, db := startSemiSync(t, ctx)
-	var acked sync.Map
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v := w*1_000_000 + i
-				if _, err := db.ExecContext(ctx, "INSERT INTO t (v) VALUES (?)", v); err == nil {
-					acked.Store(v, true)
-					n.Add(1)
-				} else {
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		})
-	}
-	for n.Load() < 200 && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	w := startInserts(ctx, db, 4)
+	w.waitFor(ctx, 200)
 	old := s.KillPrimary()
 	promoted, err := s.Failover(ctx, 10*time.Second)
 	if err != nil {
-		close(stop)
-		wg.Wait()
+		w.stop()
 		t.Fatalf("failover: %v", err)
 	}
 	time.Sleep(300 * time.Millisecond) // writes resume through haproxy
-	close(stop)
-	wg.Wait()
-
+	w.stop()
 	direct := rootDB(t, promoted, "shopdb")
-	missing := 0
-	acked.Range(func(k, _ any) bool {
-		var one int
-		if err := direct.QueryRowContext(ctx, "SELECT 1 FROM t WHERE v = ?", k).Scan(&one); err != nil {
-			missing++
-		}
-		return true
-	})
-	if missing > 0 {
-		t.Errorf("%d of %d acknowledged inserts are not on the promoted replica", missing, n.Load())
+	if missing := w.missing(ctx, direct); missing > 0 {
+		t.Errorf("%d of %d acknowledged inserts are not on the promoted replica", missing, w.n.Load())
 	}
 
 	if err := s.Rejoin(ctx, old); err != nil {
 		t.Fatalf("rejoin the old primary: %v", err)
 	}
-	var want, got int64
-	if err := direct.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&want); err != nil {
-		t.Fatal(err)
-	}
-	back := rootDB(t, old, "shopdb")
-	err = poll(ctx, 60*time.Second, "the old primary caught up", func(ctx context.Context) error {
-		if err := back.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&got); err != nil {
-			return err
-		}
-		if got != want {
-			return fmt.Errorf("%d rows of %d", got, want)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Error(err)
+	if err := caughtUp(ctx, direct, rootDB(t, old, "shopdb")); err != nil {
+		t.Error("the old primary: ", err)
 	}
 }
 
@@ -140,6 +92,80 @@ func startSemiSync(t *testing.T, ctx context.Context) (*SemiSync, *sql.DB) {
 	}
 	t.Cleanup(func() { db.Close() })
 	return s, db
+}
+
+// inserts are writers inserting distinct values into t until stopped,
+// remembering those acknowledged.
+type inserts struct {
+	acked sync.Map
+	n     atomic.Int64
+	wg    sync.WaitGroup
+	done  chan struct{}
+}
+
+func startInserts(ctx context.Context, db *sql.DB, writers int) *inserts {
+	w := &inserts{done: make(chan struct{})}
+	for k := range writers {
+		w.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-w.done:
+					return
+				default:
+				}
+				v := k*1_000_000 + i
+				if _, err := db.ExecContext(ctx, "INSERT INTO t (v) VALUES (?)", v); err == nil {
+					w.acked.Store(v, true)
+					w.n.Add(1)
+				} else {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	return w
+}
+
+// waitFor waits until n inserts were acknowledged.
+func (w *inserts) waitFor(ctx context.Context, n int64) {
+	for w.n.Load() < n && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (w *inserts) stop() {
+	close(w.done)
+	w.wg.Wait()
+}
+
+// missing counts the acknowledged inserts db does not have.
+func (w *inserts) missing(ctx context.Context, db *sql.DB) int {
+	missing := 0
+	w.acked.Range(func(k, _ any) bool {
+		var one int
+		if err := db.QueryRowContext(ctx, "SELECT 1 FROM t WHERE v = ?", k).Scan(&one); err != nil {
+			missing++
+		}
+		return true
+	})
+	return missing
+}
+
+// caughtUp waits until node holds as many rows of t as writer.
+func caughtUp(ctx context.Context, writer, node *sql.DB) error {
+	var want, got int64
+	if err := writer.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&want); err != nil {
+		return err
+	}
+	return poll(ctx, 60*time.Second, "caught up", func(ctx context.Context) error {
+		if err := node.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&got); err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("%d rows of %d", got, want)
+		}
+		return nil
+	})
 }
 
 func rootDB(t *testing.T, m *MariaDB, db string) *sql.DB {

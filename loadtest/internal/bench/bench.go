@@ -333,16 +333,21 @@ func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Clust
 	soldOut := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
 
 	h.BenchSay("bench: sold-out refusals, %d clients", o.Clients)
+	procs := findProcs(ctx, c, db)
+	cpu0 := snapCPU(procs)
 	br.SoldOut, err = soldOut.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
 	if err != nil {
 		return fmt.Errorf("sold-out phase: %w", err)
 	}
+	br.SoldOut.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(br.SoldOut.Sent), "refusal")
 	h.BenchSay("bench: GET /healthz, %d clients", o.Clients)
 	health := benchLoad{method: http.MethodGet, path: "/healthz", Want: http.StatusOK}
+	cpu0 = snapCPU(procs)
 	br.Healthz, err = health.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
 	if err != nil {
 		return fmt.Errorf("healthz phase: %w", err)
 	}
+	br.Healthz.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(br.Healthz.Sent), "request")
 	if br.Healthz.PerSec > 0 {
 		br.RefusalRatio = br.SoldOut.PerSec / br.Healthz.PerSec
 	}
@@ -376,7 +381,9 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		return out, err
 	}
 	l.Affine = rt.Affine
+	procs := findProcs(ctx, c, db)
 	var (
+		cpu0, cpu1      cpuSnap
 		series          []report.BenchSample
 		count0, count1  int64
 		t0, t1          time.Time
@@ -391,7 +398,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		if !sleepUntil(ctx, start.Add(o.Warmup)) {
 			return
 		}
-		t0 = time.Now()
+		t0, cpu0 = time.Now(), snapCPU(procs)
 		if count0, sampleErr = countOrders(ctx, db, product); sampleErr != nil {
 			return
 		}
@@ -420,7 +427,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 			series = append(series, smp)
 			prevT, prevCount, prevSum, prevN = now, n, s, k
 			if last {
-				t1, count1 = now, n
+				t1, count1, cpu1 = now, n, snapCPU(procs)
 				return
 			}
 		}
@@ -439,6 +446,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	}
 	out.Committed, out.Seconds = count1-count0, t1.Sub(t0).Seconds()
 	out.OrdersPerSec = float64(out.Committed) / out.Seconds
+	out.CPU = cpuPer(procs, cpu0, cpu1, out.Committed, "order")
 	if s, k := batchTotals(ctx, c); k > n0 {
 		out.BatchMean = (s - sum0) / (k - n0)
 	}

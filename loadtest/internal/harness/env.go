@@ -229,6 +229,7 @@ var reportMetrics = []string{
 	"shop_inventory_lock_lost_before_release_total",
 	"shop_inventory_lab_pauses_total",
 	"shop_orders_sold_out_fast_path_total",
+	"shop_orders_commits_in_doubt_total",
 }
 
 func PickMetrics(all map[string]float64) map[string]float64 {

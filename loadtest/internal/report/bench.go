@@ -60,8 +60,22 @@ type BenchOrders struct {
 	Halves     []float64      `json:"halves_orders_per_s,omitempty"`
 	Load       BenchRate      `json:"load"`
 	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
+	CPU        *BenchCPU      `json:"cpu_per_order,omitempty"`
 	Series     []BenchSample  `json:"series"`
 	Answers    map[string]int `json:"answers"`
+}
+
+// BenchCPU is the CPU time each process spent per unit of a phase (an
+// order committed, a refusal answered), from /proc over the measured
+// window, and the machine's idle share over it. These vary far less
+// between runs than throughput does.
+type BenchCPU struct {
+	Per       string    `json:"per"`          // "order" or "refusal"
+	Shop      float64   `json:"shop_us"`      // all shop instances together
+	ShopEach  []float64 `json:"shop_us_each"` // each instance
+	MariaDB   float64   `json:"mariadb_us"`   // 0: not measured (SQLite, or the server not readable)
+	Redis     float64   `json:"redis_us"`     // 0: not measured (in-process Redis)
+	IdleShare float64   `json:"idle_share"`   // of the machine's CPU time
 }
 
 // benchSample is one second of a hot-product phase.
@@ -86,6 +100,9 @@ type BenchRate struct {
 	P99        time.Duration  `json:"p99_ns"`
 	Max        time.Duration  `json:"max_ns"`
 	Answers    map[string]int `json:"answers"`
+	// CPU: per request sent over the whole phase, warm-up included
+	// (set for the sold-out and /healthz phases).
+	CPU *BenchCPU `json:"cpu_per_request,omitempty"`
 	// Failures counts the requests without an answer by what the client
 	// saw (the error's last part: a timeout, a reset, ...).
 	Failures map[string]int `json:"failures,omitempty"`

@@ -133,11 +133,14 @@ func WriteBench(w io.Writer, br *Bench) {
 		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance%s (%d in %.1fs); p50 %s, p99 %s; %s\n",
 			o.Label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, Ms(o.Load.P50), Ms(o.Load.P99), batch)
 		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", Outcomes(o.Answers), o.Answers["no answer"])
+		writeCPU(w, o.CPU)
 	}
 	if br.SoldOut.Requests > 0 {
 		fmt.Fprintf(w, "refusals: %.0f sold-out refusals/s (p50 %s, p99 %s) vs GET /healthz %.0f/s (p50 %s, p99 %s): %.2fx; %d clients\n",
 			br.SoldOut.PerSec, Ms(br.SoldOut.P50), Ms(br.SoldOut.P99), br.Healthz.PerSec, Ms(br.Healthz.P50), Ms(br.Healthz.P99), br.RefusalRatio, br.SoldOut.Clients)
 		fmt.Fprintf(w, "          answers: %s; no answer: %d (healthz: %d)\n", Outcomes(br.SoldOut.Answers), br.SoldOut.Answers["no answer"], br.Healthz.Answers["no answer"])
+		writeCPU(w, br.SoldOut.CPU)
+		writeCPU(w, br.Healthz.CPU)
 	}
 	if m := br.Memory; m.Load.Requests > 0 {
 		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s, slowest %s; shop connection cap %s\n",
@@ -157,6 +160,19 @@ func WriteBench(w io.Writer, br *Bench) {
 		}
 		fmt.Fprintf(w, "target:   %s %s: %s %s -> %s\n", t.What, t.Want, trimFloat2(t.Got), t.Unit, verdict)
 	}
+}
+
+// writeCPU prints a phase's CPU time per unit, process by process.
+func writeCPU(w io.Writer, c *BenchCPU) {
+	if c == nil {
+		return
+	}
+	each := make([]string, len(c.ShopEach))
+	for i, v := range c.ShopEach {
+		each[i] = strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	fmt.Fprintf(w, "          CPU per %s: shop %.0f µs (%s), mariadbd %.0f µs, redis-server %.0f µs; machine idle %.0f%%\n",
+		c.Per, c.Shop, strings.Join(each, " + "), c.MariaDB, c.Redis, c.IdleShare*100)
 }
 
 func trimFloat2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,19 @@ const (
 	// FailoverDBSemiSync faults the database, not Redis: a MariaDB primary
 	// with two semi-synchronous replicas behind haproxy.
 	FailoverDBSemiSync = "failover-db-semisync"
+	// FailoverDBGalera: a three-node Galera cluster, one writer chosen
+	// through haproxy.
+	FailoverDBGalera = "failover-db-galera"
+	// FailoverDBAsync is the unsafe row: the primary/replica topology with
+	// asynchronous replication, the most advanced replica promoted at once
+	// as a careless operator would. It passes only when the loss is caught.
+	FailoverDBAsync = "failover-db-async"
 )
+
+// shopUser is the database account of the shops of a database part: no
+// SUPER, as in production, so that read_only applies to it; it may create
+// the run's database (loadtest_<random>).
+const shopUser, shopDatabases = "shop", `loadtest\_%`
 
 // topology is the Redis (or database) a failover part runs on and the
 // faults it injects.
@@ -38,6 +51,14 @@ type topology struct {
 	Env      []string // shop settings naming it
 	Faults   []plannedFault
 	Close    func()
+	// LockWait is SHOP_LOCK_WAIT (0: 2 s); the request timeout is 0.2 s
+	// more. It must outlast the tier's failure detection, which a commit
+	// in flight at the fault may wait for.
+	LockWait time.Duration
+	// Unsafe: the part shows a loss; it passes only when the verdict
+	// catches one, and Window says what the fault left to lose.
+	Unsafe bool
+	Window func() []string
 }
 
 // plannedFault is one fault at a share of the load's duration; run kills
@@ -46,6 +67,9 @@ type plannedFault struct {
 	Name string
 	At   float64
 	Run  func(ctx context.Context, lockKey string) (old string, waitPromoted func() error, err error)
+	// Ready, if set, waits until the topology can take the fault (a node
+	// killed before has rejoined); the fault is late by that much.
+	Ready func(ctx context.Context) error
 }
 
 // failover: race + retry load on 3 instances over a real Redis Cluster (the
@@ -54,12 +78,7 @@ type plannedFault struct {
 // Passes only when every invariant holds, every fault was carried out,
 // orders flowed again within A2's bound, and no answer was a 500.
 func (h runner) Failover(ctx context.Context, part string) report.Scenario {
-	// A request is answered within the lock wait + 1 s: its deadline is the
-	// lock wait + 0.2 s, then at most one transaction and keeping its
-	// idempotency record (0.5 s at most).
-	const ttl, wait, reqTimeout = 2 * time.Second, 2 * time.Second, 2200 * time.Millisecond
-	r := report.Scenario{Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": 2, "duration": h.O.ChaosDuration.String(),
-		"lock_ttl": ttl.String(), "lock_wait": wait.String(), "request_timeout": reqTimeout.String()}}
+	r := report.Scenario{Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": 2, "duration": h.O.ChaosDuration.String()}}
 	if len(h.O.Targets) > 0 {
 		r.Error = part + " " + harness.ErrTargetMode.Error()
 		return r
@@ -70,6 +89,13 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 		return r
 	}
 	defer topo.Close()
+	// A request is answered within its timeout + 1 s: its deadline is the
+	// lock wait + 0.2 s, then at most one transaction and keeping its
+	// idempotency record (0.5 s at most).
+	const ttl = 2 * time.Second
+	wait := cmp.Or(topo.LockWait, 2*time.Second)
+	reqTimeout := wait + 200*time.Millisecond
+	r.Params["lock_ttl"], r.Params["lock_wait"], r.Params["request_timeout"] = ttl.String(), wait.String(), reqTimeout.String()
 	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.Desc, h.O.Users, h.O.ChaosDuration, faultNames(topo.Faults))
 	e, err := h.Setup(ctx, part, harness.Setup{RedisURL: topo.Url, MysqlDSN: topo.MysqlDSN,
 		Common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, topo.Env...)})
@@ -128,7 +154,7 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 				until = rows[i+1].Start
 			}
 		}
-		describeFailover(&rows[i], res, p.ID, next, until, wait+time.Second)
+		describeFailover(&rows[i], res, p.ID, next, until, reqTimeout+time.Second)
 	}
 	r.Failover = rows
 	for _, f := range rows {
@@ -148,7 +174,7 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 		}
 		if f.NoAnswer > 0 || f.Slow > 0 {
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than lock wait + 1s = %s", f.Fault, f.NoAnswer, f.Slow, report.Ms(wait+time.Second)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than the request timeout + 1s = %s", f.Fault, f.NoAnswer, f.Slow, report.Ms(reqTimeout+time.Second)))
 		}
 	}
 	if len(rows) < len(topo.Faults) {
@@ -160,7 +186,35 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: %d requests got no answer (the client gave up after %s or the connection failed): nobody may be left hanging", n, cfg.Timeout))
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("sale of the hot product (%d units at the start, %d restocked) ran %s", stock, restocked(rows), res.Ended.Sub(res.Started).Round(100*time.Millisecond)))
+	if topo.Unsafe {
+		judgeUnsafe(&r, rows, topo.Window())
+	}
 	return r
+}
+
+// judgeUnsafe turns the verdict of an unsafe part around: it passes when
+// the loss was caught (an acknowledged order lost, or any other
+// violation) and every fault was carried out; recovery bounds do not
+// apply to a database that forgot.
+func judgeUnsafe(r *report.Scenario, rows []report.FailoverRow, window []string) {
+	r.Notes = append(r.Notes, window...)
+	for _, f := range rows {
+		if f.Err != "" {
+			r.Pass = false
+			return
+		}
+	}
+	if r.Error != "" || r.Verdict == nil {
+		return
+	}
+	if r.Verdict.OK() {
+		r.Pass = false
+		r.Notes = append(r.Notes, "FAIL: the unsafe row lost nothing that the verdict could see this run (the window above is what it could have lost)")
+		return
+	}
+	r.Pass = true
+	r.Notes = append(r.Notes, fmt.Sprintf("expected: the loss was caught (%d acknowledged orders lost; invariants violated: %s); the FAIL lines above are what it broke",
+		r.Summary.AckedLost, strings.Join(r.Verdict.Invariants(), ", ")))
 }
 
 func faultNames(fs []plannedFault) string {
@@ -190,14 +244,22 @@ func (h runner) InjectFaults(ctx context.Context, e *harness.Env, plan []planned
 		sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
 		sizeErr = errors.Join(sizeErr, st.Size(ctx, t0, h.O.ChaosDuration))
 		sleep(ctx, time.Until(t0.Add(at)))
+		var ready error
+		if pf.Ready != nil {
+			ready = pf.Ready(ctx)
+		}
 		if ctx.Err() != nil {
 			break
 		}
 		left, err := st.Left(ctx)
 		f := report.FailoverRow{Fault: pf.Name, Before: e.MetricsNow(ctx), Start: time.Now(), At: time.Since(t0), StockLeft: left, Restocked: st.Added}
-		err = errors.Join(sizeErr, err)
+		err = errors.Join(sizeErr, ready, err)
 		sizeErr = nil
-		old, waitPromoted, ferr := pf.Run(ctx, lockKey)
+		var old string
+		waitPromoted, ferr := func() error { return nil }, ready
+		if ready == nil {
+			old, waitPromoted, ferr = pf.Run(ctx, lockKey)
+		}
 		f.Target = old
 		if ferr == nil {
 			ferr = waitPromoted()
@@ -308,6 +370,7 @@ func describeFailover(f *report.FailoverRow, res loadgen.Result, hot int64, next
 	}
 	f.StaleFences = next["shop_inventory_stale_fence_rejections_total"] - f.Before["shop_inventory_stale_fence_rejections_total"]
 	f.LocksLost = next["shop_inventory_lock_lost_before_release_total"] - f.Before["shop_inventory_lock_lost_before_release_total"]
+	f.InDoubt = next["shop_orders_commits_in_doubt_total"] - f.Before["shop_orders_commits_in_doubt_total"]
 }
 
 // faultFailure: an answer the fault can explain, a 5xx (but busy) or a
@@ -371,30 +434,10 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 				{Name: "SENTINEL FAILOVER", At: 0.2, Run: fault(false)},
 				{Name: "SIGKILL of the master", At: 0.6, Run: fault(true)},
 			}}, nil
-	case FailoverDBSemiSync:
-		s, err := topo.StartSemiSync(sctx, topo.SemiSyncOptions{})
-		if err != nil {
-			return nil, err
-		}
-		// SIGKILL of the writer; then the monitor's step: promote the
-		// replica that received the most once it applied it, repoint
-		// haproxy, and bring the old primary back as a replica, so the
-		// second kill finds two replicas again.
-		kill := func(ctx context.Context, _ string) (string, func() error, error) {
-			old := s.KillPrimary()
-			return old.Addr(), func() error {
-				if _, err := s.Failover(ctx, 10*time.Second); err != nil {
-					return err
-				}
-				return s.Rejoin(ctx, old)
-			}, nil
-		}
-		return &topology{Desc: "a MariaDB primary with 2 semi-synchronous replicas behind haproxy (Redis: --redis-url, or a private one)",
-			MysqlDSN: fmt.Sprintf("root@tcp(%s)/", s.Proxy.Addr()), Close: s.Close,
-			Faults: []plannedFault{
-				{Name: "SIGKILL of the primary database", At: 0.25, Run: kill},
-				{Name: "SIGKILL of the new primary database", At: 0.65, Run: kill},
-			}}, nil
+	case FailoverDBSemiSync, FailoverDBAsync:
+		return semiSyncTopology(sctx, part == FailoverDBAsync)
+	case FailoverDBGalera:
+		return galeraTopology(sctx)
 	}
 	return nil, fmt.Errorf("unknown failover part %q", part)
 }

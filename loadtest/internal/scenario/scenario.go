@@ -47,6 +47,8 @@ var Registry = []Entry{
 	{FailoverCluster, failoverPart(FailoverCluster)},
 	{FailoverSentinel, failoverPart(FailoverSentinel)},
 	{FailoverDBSemiSync, failoverPart(FailoverDBSemiSync)},
+	{FailoverDBGalera, failoverPart(FailoverDBGalera)},
+	{FailoverDBAsync, failoverPart(FailoverDBAsync)},
 	{"partition", of(runner.Partition)},
 	{"bench", bench.Run},
 }
@@ -54,7 +56,7 @@ var Registry = []Entry{
 // Groups are names that stand for several scenarios.
 var Groups = map[string][]string{
 	"all":      {"race", "retry", "pay", "chaos", "compare"},
-	"failover": {FailoverCluster, FailoverSentinel, FailoverDBSemiSync}, // each starts its own Redis or database
+	"failover": {FailoverCluster, FailoverSentinel, FailoverDBSemiSync, FailoverDBGalera}, // each starts its own Redis or database; not the unsafe failover-db-async
 }
 
 // runner is the harness seen from this package: the scenarios are its

@@ -6,7 +6,7 @@
 // (README, "Which k6").
 import http from 'k6/http';
 import { sleep } from 'k6';
-import { Counter } from 'k6/metrics';
+import { Counter, Rate } from 'k6/metrics';
 
 /** Base URL of the shop (or its load balancer). */
 export const BASE_URL = (__ENV.BASE_URL || 'http://127.0.0.1:8080').replace(/\/+$/, '');
@@ -25,16 +25,34 @@ export const doubleCharges = new Counter('double_charges');
 export const oversoldUnits = new Counter('oversold_units');
 /** A violation the audit (GET /api/v1/admin/audit) found, tagged with its invariant. */
 export const auditViolations = new Counter('audit_violations');
-/** An iteration that threw (a wrong status, a body that is not the contract's). */
+/** An iteration that threw (a body that is not the contract's, say). */
 export const iterationErrors = new Counter('iteration_errors');
+/** A 5xx other than the contract's 503s (invariant A1: never a 500), tagged with status and request name. */
+export const serverErrors = new Counter('server_errors');
+/** An answer the route's contract does not list (no answer at all, status 0, included), tagged with status and name. */
+export const offContract = new Counter('off_contract');
+/** Units left on a sale's product while buyers went without (teardown, from the audit's product rows). */
+export const undersoldUnits = new Counter('undersold_units');
+/** Per buyer: whether the shop gave a final answer (an order, or 409), not "not now" to the last retry. */
+export const answered = new Rate('answered');
 
-/** The invariant thresholds every script carries. */
+/** The least share of buyers that must get a final answer (MIN_ANSWERED, default 0.9). */
+export const MIN_ANSWERED = Number(__ENV.MIN_ANSWERED || '0.9');
+
+/**
+ * The thresholds every script carries: the invariants, each a count that
+ * must stay 0 (an empty counter is count 0 at the end of a k6 run, so these
+ * pass when nothing happened), and every check.
+ */
 export const INVARIANTS = {
   duplicate_orders: ['count==0'],
   double_charges: ['count==0'],
   oversold_units: ['count==0'],
   audit_violations: ['count==0'],
   iteration_errors: ['count==0'],
+  server_errors: ['count==0'],
+  off_contract: ['count==0'],
+  checks: ['rate==1'],
 };
 
 /**
@@ -110,6 +128,34 @@ export function notNow(res) {
 }
 
 /**
+ * Counts an answer the route's contract does not list: a 5xx other than
+ * 503 in server_errors, anything else in off_contract. `allowed` lists the
+ * route's answers: a status (201), or a status and problem code
+ * ('409:sold_out'); 503 and 429 ("not now") are always allowed.
+ * @param {import('k6/http').RefinedResponse<any>} res
+ * @param {(number|string)[]} allowed
+ * @returns {import('k6/http').RefinedResponse<any>} res
+ */
+export function judge(res, allowed) {
+  if (notNow(res)) return res;
+  const c = code(res);
+  if (allowed.some((a) => (typeof a === 'number' ? res.status === a : a === `${res.status}:${c}`))) return res;
+  const tags = { status: String(res.status), route: String(res.request && res.request.url ? route(res.request.url) : '') };
+  if (res.status >= 500) serverErrors.add(1, tags);
+  else offContract.add(1, tags);
+  console.error(`off the contract: ${tags.route} answered ${res.status} ${c || (res.error || '')}`);
+  return res;
+}
+
+/**
+ * A URL's route, numbers and order numbers replaced (for tags).
+ * @param {string} url
+ */
+function route(url) {
+  return url.replace(/^https?:\/\/[^/]+/, '').replace(/\/[0-9]+(?=\/|$)/g, '/{id}').replace(/\/orders\/[A-Za-z0-9_-]{8,}/, '/orders/{no}');
+}
+
+/**
  * Sends until the answer is not "not now", at most `tries` times, waiting
  * as long as Retry-After says (seconds; 1 when absent), as docs/api.md asks
  * of a client. The same request (same Idempotency-Key) each time.
@@ -174,8 +220,29 @@ export function tokens(base, n) {
     for (let j = i; j < Math.min(n, i + 100); j++) {
       reqs.push(['POST', `${BASE_URL}/api/v1/auth/token`, JSON.stringify({ user_id: base + j + 1 }), params('', undefined, { name: 'login' })]);
     }
-    for (const res of http.batch(reqs)) {
-      if (res.status !== 200) throw new Error(`login: HTTP ${res.status} ${res.body}`);
+    // A 429 or 503 is sent again as Retry-After says, the others kept, up to five rounds.
+    /** @type {(import('k6/http').RefinedResponse<any>|null)[]} */
+    const got = new Array(reqs.length).fill(null);
+    let todo = reqs.map((_, k) => k);
+    let wait = 0;
+    for (let round = 0; round < 5 && todo.length > 0; round++) {
+      if (round > 0) sleep(wait);
+      const answers = http.batch(todo.map((k) => reqs[k]));
+      wait = 0;
+      /** @type {number[]} */
+      const again = [];
+      answers.forEach((res, k) => {
+        got[todo[k]] = res;
+        if (notNow(res)) {
+          again.push(todo[k]);
+          const after = parseInt(res.headers['Retry-After'] || '', 10);
+          wait = Math.max(wait, Number.isFinite(after) && after >= 0 ? Math.min(after, 30) : 1);
+        }
+      });
+      todo = again;
+    }
+    for (const res of got) {
+      if (!res || res.status !== 200) throw new Error(`login: HTTP ${res ? res.status : 0} ${res ? res.body : ''}`);
       out.push(body(res).token);
     }
   }
@@ -190,9 +257,15 @@ export function tokens(base, n) {
  * the violations list; the `lab` section (lab races, whose violations are
  * the lesson of the race) changes neither and is not read. An audit that
  * does not answer throws: the run cannot be judged.
+ *
+ * With `buyers` (a sale where each buyer wants one unit), units left on a
+ * product to which more buyers came than units were added are counted in
+ * undersold_units: each is a buyer sent away (told sold_out, or "not now"
+ * to the last retry) while the unit was there.
  * @param {number[]} products the run's products
+ * @param {number} [buyers]
  */
-export function audit(products) {
+export function audit(products, buyers) {
   const res = retrying(() => http.get(`${BASE_URL}/api/v1/admin/audit`, params(ADMIN_TOKEN, undefined, { name: 'audit' })));
   if (res.status !== 200) throw new Error(`audit: HTTP ${res.status} ${res.body}`);
   const a = body(res);
@@ -207,6 +280,10 @@ export function audit(products) {
       oversoldUnits.add(over, { seen_by: 'audit' });
       console.error(`audit: product ${p.product_id} oversold by ${over} units (added ${p.added}, sold ${p.sold}, returned ${p.returned})`);
     }
+    if (buyers !== undefined && buyers > p.added && over < 0) {
+      undersoldUnits.add(-over, { product: String(p.product_id) });
+      console.error(`audit: product ${p.product_id} undersold: ${-over} units left (added ${p.added}, sold ${p.sold}, returned ${p.returned}) although ${buyers} buyers came`);
+    }
   }
   if (!a.ok && (a.violations || []).length === 0) {
     auditViolations.add(1, { invariant: 'unknown' });
@@ -216,7 +293,8 @@ export function audit(products) {
 
 /**
  * handleSummary's result: every thresholded metric with ✓ or ✗ per
- * threshold (or "no samples", which k6 does not evaluate), the checks with
+ * threshold (k6 puts every thresholded metric in the summary; "no samples"
+ * only for a k6 run with --no-thresholds), the checks with
  * their pass and fail counts, and the whole summary as JSON in SUMMARY_DIR
  * (default: the working directory).
  * @param {string} name

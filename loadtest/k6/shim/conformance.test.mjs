@@ -5,7 +5,7 @@
 //   node --test shim/        (make k6-check runs it)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,12 +46,12 @@ export function handleSummary(data) {
 }`;
 
 /** Runs a script; resolves with its exit code, metric values, checks, wall time. */
-function k6(name, src) {
+function k6(name, src, args = [], summary = SUMMARY) {
   const file = join(dir, `${name}.js`);
-  writeFileSync(file, `${src}\n${SUMMARY}\n`);
+  writeFileSync(file, `${src}\n${summary}\n`);
   return new Promise((done) => {
     const t0 = performance.now();
-    const p = spawn(process.execPath, [runner, '-e', `BASE=${base}`, file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [runner, '-e', `BASE=${base}`, ...args, file], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '', err = '';
     p.stdout.on('data', (b) => { out += b; });
     p.stderr.on('data', (b) => { err += b; });
@@ -83,23 +83,41 @@ export const thresholds = {};
   assert.ok(most >= 45, `at most ${most} requests in flight, want about 50`);
 });
 
-test('a threshold whose metric got no samples is not evaluated', async () => {
-  // k6 skips the thresholds of a metric that got no samples and passes the
-  // run (grafana/k6 issues #1053 and #1346; metrics/engine).
-  const r = await k6('nosamples', `
-import { Rate } from 'k6/metrics';
-const never = new Rate('never');
-export const options = { iterations: 1, thresholds: { never: ['rate>0.99'], 'iterations{scenario:nope}': ['count>5'] } };
-export default function () { if (false) never.add(1); }
+test('at the end every threshold is evaluated: an empty Counter is 0, an empty Trend 0, an empty Rate has no value', async () => {
+  // k6 metrics/engine/engine.go: evaluateThresholds(ignoreEmptySinks=true)
+  // while the test runs, evaluateThresholds(false) once it ended; an empty
+  // CounterSink gives count 0, an empty TrendSink 0 (metrics/sink.go), and
+  // only an empty RateSink gives no value, which passes
+  // (metrics/thresholds.go Thresholds.Run, runNoTaint).
+  const empty = (name, thresholds) => k6(name, `
+import { Counter, Rate, Trend, Gauge } from 'k6/metrics';
+const c = new Counter('c'); const r = new Rate('r'); const t = new Trend('t'); const g = new Gauge('g');
+export const options = { iterations: 1, thresholds: ${JSON.stringify(thresholds)} };
+export default function () { if (false) { c.add(1); r.add(1); t.add(1); g.add(1); } }
 `);
+  let r = await empty('empty-count-gt0', { c: ['count>0'] });
+  assert.equal(r.code, 99, r.err);
+  assert.match(r.err, /thresholds on metrics 'c' have been crossed/);
+  r = await empty('empty-count-eq0', { c: ['count==0'], 'iterations{scenario:nope}': ['count==0'] });
   assert.equal(r.code, 0, r.err);
+  // A metric with a threshold is in the summary although it got no sample (engine.go markObserved).
+  assert.deepEqual(r.metrics.c, { count: 0, rate: 0 });
+  r = await empty('empty-trend', { t: ['avg>1'] });
+  assert.equal(r.code, 99, r.err);
+  r = await empty('empty-trend-ok', { t: ['p(99)<100', 'max==0'], g: ['value==0'] });
+  assert.equal(r.code, 0, r.err);
+  r = await empty('empty-rate', { r: ['rate>0.99'], 'checks{check:never}': ['rate==1'] });
+  assert.equal(r.code, 0, r.err);
+  assert.deepEqual(r.metrics.r, { rate: 0, passes: 0, fails: 0 });
+  r = await empty('empty-submetric', { 'iterations{scenario:nope}': ['count>5'] });
+  assert.equal(r.code, 99, r.err);
 });
 
 test('a throwing iteration ends there, is counted, and the run goes on', async () => {
   // k6 js/runner.go: iterations and iteration_duration are emitted for every
   // iteration that was not interrupted, exception or not; the error is
-  // logged and the exit code stays 0. A check whose function throws throws
-  // out of check() (js/modules/k6/k6.go).
+  // logged and the exit code stays 0. A check whose function throws is
+  // recorded as failed, then throws out of check() (js/modules/k6/k6.go Check).
   const r = await k6('throws', `
 import { check } from 'k6';
 import { Counter } from 'k6/metrics';
@@ -116,6 +134,8 @@ export default function () {
   assert.equal(r.metrics.iterations.count, 4);
   assert.equal(r.metrics.before.count, 4);
   assert.equal(r.metrics.after_check, undefined);
+  assert.deepEqual(r.metrics.checks, { rate: 0, passes: 0, fails: 4 });
+  assert.equal(r.checks[0].fails, 4);
   assert.match(r.err, /boom/);
 });
 
@@ -268,4 +288,153 @@ export function later(d) { late.add(Date.now() - d.t0); }
   const capped = r.metrics.iterations.count - 1;
   assert.ok(capped >= 8 && capped <= 10, `${capped} iterations in 1 s of 0.1 s each`);
   near(r.metrics.late.max, 1000, 'startTime');
+});
+
+test('abortOnFail stops the run at the next evaluation, exit 99; teardown and handleSummary still run', async () => {
+  // k6 metrics/engine/engine.go StartThresholdCalculations: every 2 s
+  // (thresholdsRate) the thresholds with samples are evaluated; a failed one
+  // with abortOnFail aborts the run with ThresholdsHaveFailed (99).
+  // execution/scheduler.go runs teardown() with the global context after an
+  // abort; cmd/run.go's deferred handleSummary runs last.
+  const r = await k6('abortonfail', `
+import { sleep } from 'k6';
+import { Counter } from 'k6/metrics';
+const bad = new Counter('bad');
+export const options = { scenarios: { s: { executor: 'constant-vus', vus: 2, duration: '30s' } },
+  thresholds: { bad: [{ threshold: 'count==0', abortOnFail: true }] } };
+export default function () { bad.add(1); sleep(0.1); }
+export function teardown() { console.log('teardown ran'); }
+`);
+  assert.equal(r.code, 99, r.err);
+  assert.match(r.err, /abortOnFail/);
+  assert.match(r.err, /teardown ran/);
+  assert.ok(r.metrics.bad.count > 0, 'the summary came');
+  assert.ok(r.ms < 10000, `ran ${r.ms} ms: not stopped`);
+});
+
+test('delayAbortEval: no abort before the delay', async () => {
+  // k6 metrics/thresholds.go runAll: a failed abortOnFail threshold aborts only once
+  // delayAbortEval (AbortGracePeriod) is shorter than the time spent in the test.
+  const r = await k6('delayabort', `
+import { sleep } from 'k6';
+import { Counter } from 'k6/metrics';
+const bad = new Counter('bad');
+export const options = { scenarios: { s: { executor: 'constant-vus', vus: 1, duration: '30s' } },
+  thresholds: { bad: [{ threshold: 'count==0', abortOnFail: true, delayAbortEval: '5s' }] } };
+export function setup() { return { t0: Date.now() }; }
+export default function () { bad.add(1); sleep(0.1); }
+export function teardown(d) { console.log('ran ' + (Date.now() - d.t0) + ' ms'); }
+`);
+  assert.equal(r.code, 99, r.err);
+  const ran = Number(/ran (\d+) ms/.exec(r.err)?.[1]);
+  assert.ok(ran >= 5000 && ran < 9000, `aborted after ${ran} ms, want after the 5 s delay, at the next 2 s evaluation`);
+});
+
+test('setup() returning nothing gives VUs and teardown undefined', async () => {
+  // k6 js/runner.go: Runner.Setup keeps setupData nil for undefined; VU.runFn
+  // and Teardown then pass sobek.Undefined().
+  const r = await k6('undefined-setup', `
+import { Counter } from 'k6/metrics';
+const undef = new Counter('undef');
+export const options = { iterations: 2, thresholds: { undef: ['count==3'] } };
+export function setup() {}
+export default function (d) { if (d === undefined) undef.add(1); }
+export function teardown(d) { if (d === undefined) undef.add(1); }
+`);
+  assert.equal(r.code, 0, r.err);
+});
+
+for (const [what, body, code] of /** @type {[string, string, number][]} */ ([
+  ['test.abort()', "exec.test.abort('no')", 108],
+  ['a throw', "throw new Error('no')", 107],
+])) {
+  test(`handleSummary runs after ${what} in setup(), teardown does not`, async () => {
+    // k6 cmd/run.go: handleSummary is deferred before the scheduler runs, so it runs
+    // whatever Run returned; execution/scheduler.go Run returns at a failed setup(),
+    // before teardown().
+    const r = await k6(`setup-fails-${code}`, `
+import exec from 'k6/execution';
+export function setup() { ${body}; }
+export default function () {}
+export function teardown() { console.log('teardown ran'); }
+`);
+    assert.equal(r.code, code, r.err);
+    assert.ok(r.metrics, 'handleSummary wrote its line');
+    assert.doesNotMatch(r.err, /teardown ran/);
+  });
+}
+
+test('handleSummary into a missing folder: an error logged, no folder made, the exit code stays', async () => {
+  // k6 cmd/run.go handleSummaryResult: fs.OpenFile(path, O_WRONLY|O_CREAT|O_TRUNC),
+  // which does not make folders; the error is logged ("failed to handle the
+  // end-of-test summary") and changes no exit code.
+  const missing = join(dir, 'no-such-dir', 'x.json');
+  const r = await k6('missing-dir', `export default function () {}`, [],
+    `export function handleSummary() { return { ${JSON.stringify(missing)}: '{}', stdout: '{"metrics":{}}\\n' }; }`);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.err, /failed to handle the end-of-test summary/);
+  assert.equal(existsSync(join(dir, 'no-such-dir')), false);
+});
+
+test("a scenario's env and tags apply to its iterations; --tag to every sample", async () => {
+  // k6 js/runner.go VU.Activate: __ENV is the global env with the scenario's
+  // env over it; every sample carries the run tags (--tag, options.tags) and
+  // the scenario's tags (lib/executor/base_config.go env, tags).
+  const r = await k6('scenario-env-tags', `
+import { Counter } from 'k6/metrics';
+const seen = new Counter('seen');
+export const options = {
+  scenarios: {
+    a: { executor: 'shared-iterations', iterations: 2, env: { WHO: 'a' }, tags: { kind: 'alpha' } },
+    b: { executor: 'shared-iterations', iterations: 3 },
+  },
+  thresholds: {
+    'seen{who:a,kind:alpha,run:r1}': ['count==2'], 'seen{who:global,run:r1}': ['count==3'],
+    'iterations{kind:alpha}': ['count==2'], 'iterations{run:r1}': ['count==5'],
+  },
+};
+export default function () { seen.add(1, { who: __ENV.WHO }); }
+`, ['-e', 'WHO=global', '--tag', 'run=r1']);
+  assert.equal(r.code, 0, r.err);
+});
+
+test("a Counter's rate is over the test run's duration, from setup() to the end of teardown()", async () => {
+  // k6 execution/scheduler.go Run: MarkStarted right before setup(),
+  // MarkEnded after teardown(); metrics/thresholds.go and js/summary.go
+  // divide a Counter by that duration (lib/execution.go GetCurrentTestRunDuration).
+  const r = await k6('counter-rate', `
+import { sleep } from 'k6';
+import { Counter } from 'k6/metrics';
+const c = new Counter('c');
+let x = 0; for (let i = 0; i < 3e7; i++) x += i; // init code: not in the test run
+export const options = { iterations: 1 };
+export function setup() { sleep(0.5); }
+export default function () { c.add(10); sleep(0.5); }
+export function teardown() { sleep(0.5); }
+`);
+  assert.equal(r.code, 0, r.err);
+  near(r.metrics.c.rate, 10 / 1.5, 'count per second of the test run');
+});
+
+test('-u, -i and -d override the script as k6 run does; --out is refused', async () => {
+  // k6 lib/options.go Apply: -i or -d clear the script's scenarios and
+  // shortcuts; lib/executor/execution_config_shortcuts.go turns iterations
+  // into shared-iterations with vus VUs, duration into constant-vus, and
+  // nothing into one per-vu-iterations iteration.
+  const src = `
+import exec from 'k6/execution';
+import { Counter } from 'k6/metrics';
+const vus = new Counter('vus');
+export const options = { scenarios: { s: { executor: 'per-vu-iterations', vus: 2, iterations: 2 } } };
+export default function () { if (exec.vu.iterationInInstance === 0) vus.add(1); }
+`;
+  let r = await k6('cli-u-i', src, ['-u', '3', '-i', '9']);
+  assert.equal(r.code, 0, r.err);
+  assert.equal(r.metrics.iterations.count, 9);
+  assert.equal(r.metrics.vus.count, 3);
+  r = await k6('cli-none', src);
+  assert.equal(r.metrics.iterations.count, 4);
+  r = await k6('cli-out', src, ['--out', 'json=x.json']);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /not k6/);
 });

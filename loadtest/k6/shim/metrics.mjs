@@ -96,6 +96,8 @@ export function parseExpr(expr, type) {
 export function holds(expr, type, v) {
   const { agg, op, want } = parseExpr(expr, type);
   const got = v[agg];
+  // No value (a Rate without samples): the threshold passes (k6 metrics/thresholds.go runNoTaint).
+  if (got === undefined) return true;
   switch (op) {
     case '<': return got < want;
     case '<=': return got <= want;
@@ -120,4 +122,45 @@ export function parseSubmetric(key) {
     }
   }
   return [m[1].trim(), tags];
+}
+
+/**
+ * The values a threshold is judged on, as k6's metrics/thresholds.go
+ * Thresholds.Run makes them from a sink: a Counter count and rate (over the
+ * test run's duration), a Gauge value, a Trend min, max, avg, med and the
+ * percentiles asked for (all 0 when empty: metrics/sink.go TrendSink); a
+ * Rate's rate only once it has samples (no value: the threshold passes).
+ * @param {Kind} type
+ * @param {{value: number}[]} samples
+ * @param {number} elapsedS
+ * @param {string[]} aggs the aggregates the thresholds name, e.g. 'p(99)'
+ * @returns {Record<string, number>}
+ */
+export function thresholdValues(type, samples, elapsedS, aggs) {
+  if (type === 'rate') return samples.length === 0 ? {} : { rate: values('rate', samples, elapsedS).rate };
+  if (type === 'gauge') return { value: samples.length ? samples[samples.length - 1].value : 0 };
+  if (type === 'counter') {
+    const count = samples.reduce((a, s) => a + s.value, 0);
+    return { count, rate: count / elapsedS };
+  }
+  return values(type, samples, elapsedS, aggs.filter((a) => a.startsWith('p(')));
+}
+
+/**
+ * A metric's values in handleSummary's data (k6 js/summary.go
+ * metricValueGetter): a Counter's count and rate, a Gauge's value, min and
+ * max, a Rate's rate, passes and fails, a Trend's summaryTrendStats; zeros
+ * for a metric without samples.
+ * @param {Kind} type
+ * @param {{value: number}[]} samples
+ * @param {number} elapsedS
+ * @param {string[]} trendStats
+ */
+export function summaryValues(type, samples, elapsedS, trendStats) {
+  const v = values(type, samples, elapsedS, trendStats.filter((s) => s.startsWith('p(')));
+  if (type !== 'trend') return v;
+  /** @type {Record<string, number>} */
+  const out = {};
+  for (const s of trendStats) out[s] = s === 'count' ? samples.length : v[s];
+  return out;
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // A stand-in for `k6 run` where no k6 binary exists (CI):
 //
-//   node shim/run.mjs [-e NAME=VALUE]... script.js
+//   node shim/run.mjs [-e NAME=VALUE]... [-u VUS] [-i ITERATIONS] [-d DURATION] [--tag NAME=VALUE]... script.js
 //
-// It follows k6 wherever the verdict depends on it (the conformance table in
-// conformance.test.mjs holds it to that):
+// It is not k6: it follows k6 v0.54 wherever the verdict depends on it (the
+// conformance table in conformance.test.mjs holds it to that, each row
+// naming the k6 source it follows):
 //
 // - VUs run at once, each in its own JS context with its own run of the init
 //   code (vu.mjs); hundreds of requests are in flight together.
@@ -12,20 +13,25 @@
 //   constant-vus, constant-arrival-rate and ramping-arrival-rate (k6's
 //   formula for when iteration n starts), startTime, maxDuration, duration,
 //   gracefulStop; an arrival-rate iteration without a free VU is counted in
-//   dropped_iterations.
+//   dropped_iterations. A scenario's env and tags; -u, -i, -d and --tag.
 // - An iteration that throws ends there, is logged and still counted in
 //   `iterations` (k6 js/runner.go emits it for every iteration that was not
-//   interrupted); the run goes on.
-// - Thresholds are evaluated after teardown(); one whose (sub)metric got no
-//   samples is not evaluated and does not fail the run.
+//   interrupted); the run goes on. A check that throws is a failed check.
+// - Thresholds: every 2 s while the test runs (metrics that got samples
+//   only), for abortOnFail and delayAbortEval; then once more after
+//   teardown(), every one of them: an empty Counter is count 0, an empty
+//   Trend 0; only an empty Rate has no value and passes.
+// - handleSummary() runs after a failed setup() too; it makes no folder.
 // - Exit codes as k6's (errext/exitcodes/codes.go): 0 passed, 99 a threshold
 //   crossed, 107 the script threw in init, setup() or teardown(), 108
 //   exec.test.abort() (which stops the run at once; teardown() still runs).
+//
+// Not k6: one thread for every VU, so its latencies include its own
+// scheduling (README: latency is not judged under it); no --out.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import vm from 'node:vm';
-import { holds, metrics, parseExpr, parseSubmetric, values, add } from './metrics.mjs';
+import { add, holds, metrics, parseExpr, parseSubmetric, summaryValues, thresholdValues } from './metrics.mjs';
 import { Abort, Interrupt, VU, flight, ms } from './vu.mjs';
 
 // vm.SourceTextModule needs --experimental-vm-modules: run again with it.
@@ -38,23 +44,55 @@ const EXIT = { thresholds: 99, script: 107, aborted: 108 };
 
 function usage(msg) {
   if (msg) console.error(`k6 runner: ${msg}`);
-  console.error('usage: node shim/run.mjs [-e NAME=VALUE]... script.js');
+  console.error('usage: node shim/run.mjs [-e NAME=VALUE]... [-u VUS] [-i ITERATIONS] [-d DURATION] [--tag NAME=VALUE]... script.js');
   process.exit(2);
 }
 
 const env = { ...process.env };
 let script = '';
+/** Options given on the command line; they override the script's (k6 cmd/config.go). */
+const cli = /** @type {{vus?: number, iterations?: number, duration?: string}} */ ({});
+/** @type {Record<string, string>} --tag NAME=VALUE: tags on every sample (k6's run tags) */
+const cliTags = {};
 const args = process.argv.slice(2);
 if (args[0] === 'run') args.shift();
+/** NAME=VALUE -> [NAME, VALUE] */
+const pair = (flag, kv) => {
+  const j = kv.indexOf('=');
+  if (j < 1) usage(`${flag} ${kv}: want NAME=VALUE`);
+  return [kv.slice(0, j), kv.slice(j + 1)];
+};
+const count = (flag, v) => {
+  if (!/^\d+$/.test(v || '')) usage(`${flag} ${v}: want a whole number`);
+  return Number(v);
+};
 for (let i = 0; i < args.length; i++) {
-  const a = args[i];
+  let a = args[i];
+  let value = () => args[++i] || '';
+  const eq = a.indexOf('=');
+  if (a.startsWith('--') && eq > 0) {
+    const v = a.slice(eq + 1);
+    a = a.slice(0, eq);
+    value = () => v;
+  }
   if (a === '-e' || a === '--env') {
-    const kv = args[++i] || '';
-    const j = kv.indexOf('=');
-    if (j < 1) usage(`-e ${kv}: want NAME=VALUE`);
-    env[kv.slice(0, j)] = kv.slice(j + 1);
+    const [k, v] = pair(a, value());
+    env[k] = v;
+  } else if (a === '-u' || a === '--vus') {
+    cli.vus = count(a, value());
+  } else if (a === '-i' || a === '--iterations') {
+    cli.iterations = count(a, value());
+  } else if (a === '-d' || a === '--duration') {
+    cli.duration = value();
+    ms(cli.duration, 0);
+  } else if (a === '--tag') {
+    const [k, v] = pair(a, value());
+    cliTags[k] = v;
+  } else if (a === '-o' || a === '--out') {
+    console.error(`k6 runner: ${a} ${value()}: this runner is not k6 and has no outputs; run k6 itself for --out (README, "Watch a sale")`);
+    process.exit(2);
   } else if (a.startsWith('-')) {
-    usage(`unknown flag ${a}`);
+    usage(`unknown flag ${a} (the runner is not k6: -e, -u, -i, -d and --tag only)`);
   } else if (script) {
     usage(`one script, got ${script} and ${a}`);
   } else {
@@ -69,7 +107,10 @@ const waitMs = (n) => new Promise((r) => setTimeout(r, Math.max(0, n)));
 class Run {
   constructor() {
     this.options = {};
-    this.started = performance.now();
+    this.started = performance.now(); // the process: log time stamps
+    /** When setup() began and teardown() ended (k6 lib/execution.go MarkStarted, MarkEnded): the test run's duration. */
+    this.testStart = 0;
+    this.testEnd = 0;
     this.completed = 0;
     this.interrupted = 0;
     this.active = 0;
@@ -80,15 +121,24 @@ class Run {
     /** @type {Set<VU>} */
     this.busy = new Set();
     this.aborted = '';
+    this.abortCode = 0;
     /** @type {Map<string, Map<string, {passes: number, fails: number}>>} group path -> check -> counts */
     this.checks = new Map();
     this.batchLimits = { batch: 20, batchPerHost: 6 };
+    /** @type {Record<string, string>} tags of every sample: options.tags, then --tag */
+    this.tags = {};
     /** @type {Set<() => void>} */
     this.onAbort = new Set();
   }
 
   log(level, msg) {
     process.stderr.write(`${level}[${since(this.started)}] ${msg}\n`);
+  }
+
+  /** The test run's duration so far, in ms (0 before setup()). */
+  duration() {
+    if (!this.testStart) return 0;
+    return (this.testEnd || performance.now()) - this.testStart;
   }
 
   check(group, name, ok) {
@@ -100,10 +150,17 @@ class Run {
     g.set(name, c);
   }
 
-  abort(msg, from) {
+  /**
+   * Stops the run: busy VUs are interrupted, no iteration starts.
+   * @param {string} msg
+   * @param {VU|null} from the VU that called test.abort(), which stops by itself
+   * @param {number} code the exit code (108 test.abort(), 99 a threshold with abortOnFail)
+   */
+  abort(msg, from, code = EXIT.aborted) {
     if (this.aborted) return;
     this.aborted = msg || 'test aborted';
-    this.log('ERRO', `test aborted: ${this.aborted}`);
+    this.abortCode = code;
+    this.log('ERRO', code === EXIT.aborted ? `test aborted: ${this.aborted}` : this.aborted);
     for (const vu of this.busy) if (vu !== from) vu.interrupt();
     for (const f of this.onAbort) f();
   }
@@ -135,32 +192,124 @@ try {
   run.log('ERRO', `the script's init code threw: ${e && e.stack ? e.stack : e}`);
   process.exit(EXIT.script);
 }
-const options = mod.options || {};
+
+/**
+ * The script's options with the command line's on top, as k6 consolidates
+ * them (lib/options.go Apply): -u replaces vus; -i or -d replace the
+ * script's iterations, duration, stages and scenarios alike.
+ */
+function consolidate(script) {
+  const o = { ...script };
+  if (cli.vus !== undefined) o.vus = cli.vus;
+  if (cli.iterations !== undefined || cli.duration !== undefined) {
+    delete o.iterations;
+    delete o.duration;
+    delete o.stages;
+    delete o.scenarios;
+    if (cli.iterations !== undefined) o.iterations = cli.iterations;
+    if (cli.duration !== undefined) o.duration = cli.duration;
+  }
+  return o;
+}
+const options = consolidate(mod.options || {});
 run.options = options;
 if (options.batch) run.batchLimits.batch = options.batch;
 if (options.batchPerHost) run.batchLimits.batchPerHost = options.batchPerHost;
+run.tags = { ...(options.tags || {}), ...cliTags };
 
-/** The scenarios, with k6's shortcuts (vus/iterations/duration) and defaults. */
+/**
+ * The scenarios, from k6's shortcuts as lib/executor/execution_config_shortcuts.go
+ * DeriveScenariosFromShortcuts makes them: iterations -> shared-iterations
+ * (duration its maxDuration), duration -> constant-vus, none -> one
+ * per-vu-iterations iteration on one VU; a shortcut with scenarios is a
+ * conflict (exit 104).
+ */
 function scenarios() {
-  if (options.scenarios) return options.scenarios;
-  if (options.stages) usage('options.stages (ramping-vus) is not implemented');
-  if (options.duration) return { default: { executor: 'constant-vus', vus: options.vus || 1, duration: options.duration } };
-  return { default: { executor: 'shared-iterations', vus: options.vus || 1, iterations: options.iterations || 1 } };
+  const conflict = (what) => {
+    run.log('ERRO', `using an execution configuration shortcut (\`${what}\`) and \`scenarios\` simultaneously is not allowed`);
+    process.exit(104);
+  };
+  if (options.stages && options.stages.length > 0) usage('options.stages (ramping-vus) is not implemented');
+  if (options.iterations !== undefined && options.iterations !== null) {
+    if (options.scenarios) conflict('iterations');
+    return { default: { executor: 'shared-iterations', vus: options.vus || 1, iterations: options.iterations, maxDuration: options.duration } };
+  }
+  if (options.duration) {
+    if (options.scenarios) conflict('duration');
+    return { default: { executor: 'constant-vus', vus: options.vus || 1, duration: options.duration } };
+  }
+  if (options.scenarios && Object.keys(options.scenarios).length > 0) return options.scenarios;
+  if (options.vus !== undefined && options.vus !== 1) {
+    run.log('WARN', `the \`vus=${options.vus}\` option will be ignored, it only works in conjunction with \`iterations\`, \`duration\`, or \`stages\``);
+  }
+  return { default: { executor: 'per-vu-iterations', vus: 1, iterations: 1 } };
 }
 
 // Thresholds are checked before the run starts, as k6 does (a bad expression is an error, exit 104).
-/** @type {[string, string, Record<string,string>, string[]][]} */
+/**
+ * @typedef {{expr: string, abortOnFail: boolean, delayAbortEval: number, lastFailed: boolean}} Threshold
+ * @typedef {{key: string, name: string, tags: Record<string,string>, list: Threshold[], abort: boolean}} Thresholds
+ */
+/** @type {Thresholds[]} */
 const thresholds = [];
 for (const [key, list] of Object.entries(options.thresholds || {})) {
   const [name, tags] = parseSubmetric(key);
-  const exprs = list.map((e) => (typeof e === 'string' ? e : e.threshold));
   const m = metrics.get(name);
   if (!m) {
     run.log('ERRO', `invalid threshold on ${key}: no metric ${name}`);
     process.exit(104);
   }
-  for (const e of exprs) parseExpr(e, m.type);
-  thresholds.push([key, name, tags, exprs]);
+  /** @type {Threshold[]} */
+  const ts = [];
+  for (const e of list) {
+    const t = typeof e === 'string' ? { threshold: e } : e;
+    parseExpr(t.threshold, m.type);
+    ts.push({ expr: t.threshold, abortOnFail: !!t.abortOnFail, delayAbortEval: t.delayAbortEval ? ms(t.delayAbortEval, 0) : -1, lastFailed: false });
+  }
+  thresholds.push({ key, name, tags, list: ts, abort: false });
+}
+
+/** A (sub)metric's samples. */
+function samplesOf(th) {
+  const m = /** @type {any} */ (metrics.get(th.name));
+  return m.samples.filter((s) => Object.entries(th.tags).every(([k, v]) => s.tags[k] === v));
+}
+
+/**
+ * Evaluates every threshold as k6's metrics/engine/engine.go
+ * evaluateThresholds does: during the run (every 2 s) a (sub)metric with no
+ * samples is skipped; at the end (ignoreEmpty false) it is evaluated too, an
+ * empty Counter as count 0, an empty Trend or Gauge as 0. Only a Rate with
+ * no samples has no value, and a threshold without a value passes
+ * (metrics/thresholds.go runNoTaint). A failed threshold with abortOnFail
+ * sets the abort once delayAbortEval (if any) is behind the test's time.
+ * @param {boolean} ignoreEmpty
+ * @returns {{crossed: string[], abort: boolean}}
+ */
+function evaluate(ignoreEmpty) {
+  const crossed = [];
+  let abort = false;
+  const elapsedMs = run.duration();
+  for (const th of thresholds) {
+    const m = /** @type {any} */ (metrics.get(th.name));
+    const samples = samplesOf(th);
+    if (ignoreEmpty && samples.length === 0) continue;
+    const v = thresholdValues(m.type, samples, elapsedMs / 1000, th.list.map((t) => parseExpr(t.expr, m.type).agg));
+    let ok = true;
+    for (const t of th.list) {
+      const pass = holds(t.expr, m.type, v);
+      t.lastFailed = !pass;
+      if (pass) continue;
+      ok = false;
+      if (th.abort || !t.abortOnFail) continue;
+      th.abort = t.delayAbortEval < 0 || t.delayAbortEval < elapsedMs;
+    }
+    if (!ok) {
+      crossed.push(th.name);
+      if (th.abort) abort = true;
+    }
+  }
+  return { crossed: [...new Set(crossed)].sort(), abort };
 }
 
 // Pre-allocate the VUs every scenario starts with, before setup() as k6
@@ -174,24 +323,40 @@ try {
   run.log('ERRO', `a VU's init code threw: ${e && e.stack ? e.stack : e}`);
   process.exit(EXIT.script);
 }
-let setupJSON = 'null';
+
+// Thresholds are evaluated every two seconds from here on (k6
+// metrics/engine/engine.go thresholdsRate), for abortOnFail.
+const ticker = thresholds.length === 0 ? null : setInterval(() => {
+  const { crossed, abort } = evaluate(true);
+  if (abort) run.abort(`thresholds on metrics '${crossed.join(', ')}' were crossed; at least one has abortOnFail enabled, stopping test prematurely`, null, EXIT.thresholds);
+}, 2000);
+
+/** The setup data as JSON; undefined when setup() returned nothing or there is none (k6 js/runner.go: VUs get undefined). */
+let setupJSON;
+/** The exit code so far. */
+let exitCode = 0;
+run.testStart = performance.now();
 if (typeof mod.setup === 'function') {
   vu0.phase = 'setup';
   try {
     const data = await vu0.call(mod.setup, []);
-    setupJSON = data === undefined ? 'null' : JSON.stringify(data);
+    setupJSON = data === undefined ? undefined : JSON.stringify(data);
   } catch (e) {
     if (e instanceof Abort) {
       run.log('ERRO', 'setup() called test.abort()');
-      process.exit(EXIT.aborted);
+      exitCode = EXIT.aborted;
+    } else if (e instanceof Interrupt && run.aborted) {
+      exitCode = run.abortCode;
+    } else {
+      run.log('ERRO', `setup() threw: ${e && e.stack ? e.stack : e}`);
+      exitCode = EXIT.script;
     }
-    run.log('ERRO', `setup() threw: ${e && e.stack ? e.stack : e}`);
-    process.exit(EXIT.script);
   }
   vu0.phase = '';
 }
+const dataFor = () => (setupJSON === undefined ? undefined : JSON.parse(setupJSON));
 const vuData = (vu) => {
-  if (!('data' in vu)) vu.data = JSON.parse(setupJSON);
+  if (!('data' in vu)) vu.data = dataFor();
   return vu.data;
 };
 
@@ -206,6 +371,9 @@ async function iterate(vu, sc) {
   run.active++;
   vu.iterations++;
   vu.context.__ITER = vu.iterations - 1;
+  // k6 js/runner.go VU.Activate: the scenario's env over the global one, its tags on every sample.
+  vu.context.__ENV = sc.env;
+  vu.scenarioTags = sc.tags;
   vu.scenario = { name: sc.name, executor: sc.executor, startTime: sc.startedAt, iterationInTest: sc.next++, iterationInScenario: sc.perVU.get(vu) || 0 };
   sc.perVU.set(vu, vu.scenario.iterationInScenario + 1);
   const t0 = performance.now();
@@ -222,8 +390,8 @@ async function iterate(vu, sc) {
   run.busy.delete(vu);
   run.active--;
   if (full) {
-    add('iterations', 'counter', 1, { scenario: sc.name });
-    add('iteration_duration', 'trend', performance.now() - t0, { scenario: sc.name }, 'time');
+    add('iterations', 'counter', 1, vu.tags());
+    add('iteration_duration', 'trend', performance.now() - t0, vu.tags(), 'time');
     run.completed++;
   } else {
     run.interrupted++;
@@ -257,10 +425,13 @@ function* constantTimes(sc) {
 
 /** Runs one scenario to its end (or the graceful stop). */
 async function scenario(name, cfg) {
-  const sc = { name, executor: cfg.executor, fn: cfg.exec || 'default', next: 0, perVU: new Map(), startedAt: 0 };
+  const sc = {
+    name, executor: cfg.executor, fn: cfg.exec || 'default', next: 0, perVU: new Map(), startedAt: 0,
+    env: { ...env, ...(cfg.env || {}) }, tags: { ...(cfg.tags || {}) },
+  };
   if (typeof mod[sc.fn] !== 'function') throw new Error(`scenario ${name}: the script exports no function ${cfg.exec || 'default'}`);
   const grace = ms(cfg.gracefulStop, 30000);
-  await waitMs(ms(cfg.startTime, 0) - (performance.now() - run.testStart));
+  await waitMs(ms(cfg.startTime, 0) - (performance.now() - scenariosStart));
   if (run.aborted) return;
   sc.startedAt = Date.now();
   const t0 = performance.now();
@@ -305,7 +476,7 @@ async function scenario(name, cfg) {
       const vu = idle.pop();
       if (!vu) {
         dropped++;
-        add('dropped_iterations', 'counter', 1, { scenario: name });
+        add('dropped_iterations', 'counter', 1, { ...run.tags, ...sc.tags, scenario: name });
         // Like k6, start one more VU in the background while below maxVUs.
         if (total < max && !growing) {
           growing = true;
@@ -328,57 +499,57 @@ async function scenario(name, cfg) {
   for (const vu of mine) run.free.push(vu);
 }
 
-run.testStart = performance.now();
-flight.most = flight.now; // the scenarios' own, not setup's
-let exitCode = 0;
-try {
-  await Promise.all(Object.entries(plan).map(([n, c]) => scenario(n, c)));
-} catch (e) {
-  run.log('ERRO', String(e && e.stack ? e.stack : e));
-  process.exit(EXIT.script);
-}
-if (run.aborted) exitCode = EXIT.aborted;
-run.log('INFO', `at most ${flight.most} requests were in flight at once (scenarios)`);
-
-if (typeof mod.teardown === 'function') {
-  vu0.phase = 'teardown';
-  vu0.reset();
+// The scenarios and teardown(), unless setup() failed (k6
+// execution/scheduler.go Run returns there: no teardown; the thresholds and
+// handleSummary still come, from cmd/run.go's deferred calls).
+let scenariosStart = performance.now();
+if (exitCode === 0) {
+  scenariosStart = performance.now();
+  flight.most = flight.now; // the scenarios' own, not setup's
   try {
-    await vu0.call(mod.teardown, [JSON.parse(setupJSON)]);
+    await Promise.all(Object.entries(plan).map(([n, c]) => scenario(n, c)));
   } catch (e) {
-    if (e instanceof Abort) exitCode = EXIT.aborted;
-    else {
-      run.log('ERRO', `teardown() threw: ${e && e.stack ? e.stack : e}`);
-      exitCode = exitCode || EXIT.script;
+    run.log('ERRO', String(e && e.stack ? e.stack : e));
+    process.exit(EXIT.script);
+  }
+  if (run.aborted) exitCode = run.abortCode;
+  run.log('INFO', `at most ${flight.most} requests were in flight at once (scenarios)`);
+
+  // teardown() runs with the global context: a test.abort() or a threshold's abort does not stop it.
+  if (typeof mod.teardown === 'function') {
+    vu0.phase = 'teardown';
+    vu0.reset();
+    try {
+      await vu0.call(mod.teardown, [dataFor()]);
+    } catch (e) {
+      if (e instanceof Abort) exitCode = exitCode || EXIT.aborted;
+      else {
+        run.log('ERRO', `teardown() threw: ${e && e.stack ? e.stack : e}`);
+        exitCode = exitCode || EXIT.script;
+      }
     }
   }
 }
+run.testEnd = performance.now();
+if (ticker) clearInterval(ticker);
 
-// Thresholds and handleSummary's data, in k6's shape.
-const elapsed = (performance.now() - run.started) / 1000;
+// The thresholds, one last time with empty metrics too (cmd/run.go
+// finalizeThresholds), then handleSummary's data in k6's shape.
+const { crossed } = evaluate(false);
+const elapsed = run.duration() / 1000;
 const trendStats = options.summaryTrendStats || ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)'];
-const pick = (type, v) => (type === 'trend' ? Object.fromEntries(trendStats.map((s) => [s, v[s]])) : v);
 /** @type {Record<string, any>} */
 const out = {};
+// The metrics that got samples, and every metric with a threshold and its
+// parent, sampled or not (k6 metrics/engine/engine.go markObserved).
 for (const [name, m] of metrics) {
-  if (m.samples.length === 0) continue; // k6 reports only metrics that got samples
-  out[name] = { type: m.type, contains: m.contains, values: pick(m.type, values(m.type, m.samples, elapsed, trendStats.filter((s) => s.startsWith('p(')))) };
+  if (m.samples.length === 0 && !thresholds.some((t) => t.name === name)) continue;
+  out[name] = { type: m.type, contains: m.contains, values: summaryValues(m.type, m.samples, elapsed, trendStats) };
 }
-const crossed = [];
-for (const [key, name, tags, exprs] of thresholds) {
-  const m = /** @type {any} */ (metrics.get(name));
-  const samples = m.samples.filter((s) => Object.entries(tags).every(([k, v]) => s.tags[k] === v));
-  if (samples.length === 0) continue; // no samples: not evaluated (k6 metrics/engine)
-  const wanted = exprs.map((e) => parseExpr(e, m.type).agg).filter((a) => a.startsWith('p('));
-  const v = values(m.type, samples, elapsed, [...new Set([...wanted, ...trendStats.filter((s) => s.startsWith('p('))])]);
-  /** @type {Record<string, {ok: boolean}>} */
-  const th = {};
-  for (const e of exprs) {
-    const ok = holds(e, m.type, v);
-    th[e] = { ok };
-    if (!ok && !crossed.includes(key)) crossed.push(key);
-  }
-  out[key] = { type: m.type, contains: m.contains, values: pick(m.type, v), thresholds: th };
+for (const th of thresholds) {
+  const m = /** @type {any} */ (metrics.get(th.name));
+  const entry = th.key === th.name ? out[th.name] : (out[th.key] = { type: m.type, contains: m.contains, values: summaryValues(m.type, samplesOf(th), elapsed, trendStats) });
+  entry.thresholds = Object.fromEntries(th.list.map((t) => [t.expr, { ok: !t.lastFailed }]));
 }
 
 /** The checks as k6's root_group: nested groups, each with its checks. */
@@ -405,17 +576,24 @@ const summary = {
   root_group: groups(),
   options: { summaryTrendStats: trendStats, summaryTimeUnit: '', noColor: true },
   state: { isStdOutTTY: false, isStdErrTTY: false, testRunDurationMs: elapsed * 1000 },
+  setup_data: dataFor(),
 };
 if (typeof mod.handleSummary === 'function') {
   vu0.phase = 'summary';
+  vu0.reset();
   try {
     const files = (await vu0.call(mod.handleSummary, [summary])) || {};
     for (const [dest, content] of Object.entries(files)) {
       if (dest === 'stdout') process.stdout.write(String(content));
       else if (dest === 'stderr') process.stderr.write(String(content));
       else {
-        mkdirSync(dirname(resolve(dest)), { recursive: true });
-        writeFileSync(dest, typeof content === 'string' ? content : JSON.stringify(content));
+        // k6 cmd/run.go handleSummaryResult opens the file (O_CREAT): a
+        // missing folder is an error, logged; the exit code stays.
+        try {
+          writeFileSync(dest, typeof content === 'string' ? content : JSON.stringify(content));
+        } catch (e) {
+          run.log('ERRO', `failed to handle the end-of-test summary: could not open '${dest}': ${e && e.message ? e.message : e}`);
+        }
       }
     }
   } catch (e) {

@@ -234,6 +234,8 @@ export class VU {
     this.iterations = 0; // in this VU
     /** @type {{name: string, executor: string, startTime: number, iterationInTest: number, iterationInScenario: number}|null} */
     this.scenario = null;
+    /** @type {Record<string, string>} the tags of the scenario running on this VU */
+    this.scenarioTags = {};
     this.group = '';
     this.phase = ''; // 'setup' | 'teardown' while those run
     this.responseCallback = undefined;
@@ -290,7 +292,7 @@ export class VU {
   /** Tags every sample of this VU carries. */
   tags(extra) {
     /** @type {Record<string,string>} */
-    const t = {};
+    const t = { ...this.run.tags, ...(this.scenario ? this.scenarioTags || {} : {}) };
     if (this.scenario) t.scenario = this.scenario.name;
     if (this.group) t.group = this.group;
     return { ...t, ...(extra || {}) };
@@ -313,10 +315,18 @@ export class VU {
     const check = waiting('check', function* (val, sets, tags) {
       let all = true;
       for (const [name, fn] of Object.entries(sets)) {
-        // A check that throws throws out of check(): the iteration ends there (k6 js/modules/k6/k6.go).
-        const ok = typeof fn === 'function' ? !!(yield* helpers.__k6c(fn, undefined, [val])) : !!fn;
+        // A check that throws is recorded as failed, then the exception goes
+        // on out of check(): the iteration ends there (k6 js/modules/k6/k6.go Check).
+        let ok = false, thrown = null;
+        try {
+          ok = typeof fn === 'function' ? !!(yield* helpers.__k6c(fn, undefined, [val])) : !!fn;
+        } catch (e) {
+          if (e instanceof Interrupt) throw e;
+          thrown = { e };
+        }
         add('checks', 'rate', ok ? 1 : 0, vu.tags({ ...(tags || {}), check: name }));
         run.check(vu.group, name, ok);
+        if (thrown) throw thrown.e;
         all = all && ok;
       }
       return all;
@@ -440,7 +450,7 @@ export class VU {
         get iterationsInterrupted() { return run.interrupted; },
         get vusActive() { return run.active; },
         get vusInitialized() { return run.initialized; },
-        get currentTestRunDuration() { return performance.now() - run.started; },
+        get currentTestRunDuration() { return run.duration(); },
       },
       test: {
         // k6 js/modules/k6/execution: abort() stops the whole test, exit code 108.
