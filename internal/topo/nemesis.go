@@ -191,16 +191,6 @@ type Link struct {
 // Addr is where clients connect (host:port).
 func (l *Link) Addr() string { return l.listen }
 
-// Fault is the fault the link suffers now, if any.
-func (l *Link) Fault() (Fault, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fault == nil {
-		return Fault{}, false
-	}
-	return *l.fault, true
-}
-
 // Inject heals the link, then makes it suffer f.
 func (l *Link) Inject(f Fault) error {
 	if err := l.Heal(); err != nil {
