@@ -4,7 +4,7 @@
 // and from the clients' own records that nothing was oversold, ordered twice
 // or charged twice.
 //
-//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover|bench [flags]
+//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover|partition|bench [flags]
 //
 // It exits 0 only when every invariant held (compare: when the safe row is
 // clean and at least one unsafe row was caught).
@@ -43,7 +43,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	var o harness.Options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenarioFlag := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), bench (the hot-product benchmark), or a comma-separated list")
+	scenarioFlag := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), partition (seeded network faults between the shops and Redis and MySQL), bench (the hot-product benchmark), or a comma-separated list")
 	fs.IntVar(&o.Users, "users", 5000, "buyers per run (race, retry, chaos, compare)")
 	fs.IntVar(&o.Stock, "stock", 500, "units of the flash-sale product")
 	fs.IntVar(&o.Retries, "retries", 5, "sends per buyer in retry and compare")
@@ -78,6 +78,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	fs.IntVar(&o.Bench.RawWorkers, "bench-raw-workers", 16, "workers of the bench's raw database ceiling")
 	fs.IntVar(&o.Bench.RssClients, "bench-rss-clients", 5000, "concurrent keep-alive clients of the bench's memory phase")
 	fs.DurationVar(&o.Bench.RssDuration, "bench-rss-duration", 10*time.Second, "length of the bench's memory phase")
+	fs.Int64Var(&o.Seed, "seed", 0, "seed of the partition scenario's fault schedule, printed in its report so a run replays (0: a random one)")
+	fs.BoolVar(&o.CompareNet, "compare-partitions", false, "compare also runs naive, lock, lock-conditional and lock-fence under the partition scenario's seeded network faults (the partition column)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -95,7 +97,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 			continue
 		}
 		if _, ok := scenario.Lookup(s); !ok {
-			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover, bench)", s)
+			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover, partition, bench)", s)
 		}
 		if s == "bench" {
 			if err := o.Bench.Validate(); err != nil {

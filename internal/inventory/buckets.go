@@ -289,7 +289,9 @@ func (s *Service) walk(ctx context.Context, a Admission, fn func(ctx context.Con
 	// As in Guard: a deadline bounds each wait for a lock, not the holds.
 	hold, wait := ctx, func() time.Duration { return s.cfg.LockWait }
 	if dl, ok := ctx.Deadline(); ok {
-		hold = context.WithoutCancel(ctx)
+		var cancel context.CancelFunc
+		hold, cancel = HoldPast(ctx, dl)
+		defer cancel()
 		wait = func() time.Duration { return max(0, min(s.cfg.LockWait, time.Until(dl))) }
 	}
 	home := s.home % k

@@ -469,7 +469,10 @@ func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Co
 		// stop its watchdog while the transaction still runs.
 		hold, wait := ctx, s.cfg.LockWait
 		if dl, ok := ctx.Deadline(); ok {
-			hold, wait = context.WithoutCancel(ctx), max(0, min(wait, time.Until(dl)))
+			var cancel context.CancelFunc
+			hold, cancel = HoldPast(ctx, dl)
+			defer cancel()
+			wait = max(0, min(wait, time.Until(dl)))
 		}
 		err = s.locked(hold, a.productID, wait, labPausable, run)
 	} else {
@@ -635,4 +638,20 @@ func (s *Service) StrategyOf(productID int64) string {
 		return name
 	}
 	return s.cfg.Strategy
+}
+
+// holdGrace is how long past its request's deadline a hold may last: the
+// work under it (a transaction bounded to the deadline plus less than
+// this) must end first, or the watchdog would stop while it still ran; and
+// with the release (which waits no longer than the hold, lockx.Do) and
+// keeping the idempotency record (500 ms at most) the answer must leave
+// within the deadline + 1 s (A1).
+const holdGrace = 300 * time.Millisecond
+
+// HoldPast is the context of a hold taken for a request whose deadline is
+// dl: not cancelled with the request (a client gone away must not cut a
+// COMMIT midway), but over holdGrace after dl, so a database or Redis that
+// went silent cannot keep the hold, and the client's answer, for ever.
+func HoldPast(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.WithoutCancel(ctx), dl.Add(holdGrace))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrLostBeforeRelease: Do's work returned nil, but the hold had already
@@ -43,22 +44,19 @@ type Fence struct {
 // rolled back); fn's error; ErrLostBeforeRelease when fn succeeded but the
 // hold was gone at release; or the acquire's own error. A release that
 // fails on the transport is tried once more; if that fails too, fn's result
-// stands and the key ends with its TTL.
+// stands and the key ends with its TTL. Do waits for the release until ctx's
+// deadline at most; past it the release goes on without the caller (see
+// releaseBounded), and fn's result stands.
 func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(ctx context.Context, fence Fence) error) (err error) {
 	l, err := c.Acquire(ctx, key, o)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		rerr := l.Release(context.WithoutCancel(ctx))
-		if rerr != nil && !errors.Is(rerr, ErrNotHeld) {
-			// A transport error leaves the Lock releasable: one more try,
-			// or the key stays held until its TTL and waiters get busy.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			rerr = l.Release(rctx)
-			cancel()
-		}
+		done, rerr := releaseBounded(ctx, l)
 		switch {
+		case !done:
+			c.cfg.log.Warn("lockx: release still under way at the deadline; it goes on without the caller", "key", key)
 		case rerr == nil || err != nil:
 		case errors.Is(rerr, ErrNotHeld):
 			err = fmt.Errorf("%w: %w", ErrLostBeforeRelease, rerr)
@@ -67,6 +65,44 @@ func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(c
 		}
 	}()
 	err = fn(l.Context(), Fence{Number: l.Fence(), Holder: l.Token()})
+	return c.doneWith(l, err)
+}
+
+// releaseBounded releases l, trying once more after a transport error. It
+// waits for it until ctx's deadline at most (done false): the caller owes its
+// own caller an answer by then, and a Redis gone silent (a partition)
+// would keep it for the client's socket timeouts twice over. The release
+// goes on without it, after fn's work as before, and the key ends with the
+// release or its TTL, as when a release fails.
+func releaseBounded(ctx context.Context, l *Lock) (done bool, err error) {
+	ch := make(chan error, 1)
+	go func() {
+		rerr := l.Release(context.WithoutCancel(ctx))
+		if rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+			// A transport error leaves the Lock releasable: one more try,
+			// or the key stays held until its TTL and waiters get busy.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			rerr = l.Release(rctx)
+			cancel()
+		}
+		ch <- rerr
+	}()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return true, <-ch
+	}
+	t := time.NewTimer(max(0, time.Until(dl)))
+	defer t.Stop()
+	select {
+	case err = <-ch:
+		return true, err
+	case <-t.C:
+		return false, nil
+	}
+}
+
+// doneWith is fn's error as Do reports it.
+func (c *Client) doneWith(l *Lock, err error) error {
 	if err != nil && errors.Is(context.Cause(l.Context()), ErrNotHeld) {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}

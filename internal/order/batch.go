@@ -169,8 +169,22 @@ func (s *Service) answerBatch(productID int64, batch []*request) []result {
 const batchAttempts = 5
 
 // batchTxTimeout bounds a batch's transaction once it no longer runs on the
-// lock's context.
+// lock's context, when no request of the batch has a deadline.
 const batchTxTimeout = 30 * time.Second
+
+// commitGrace and inDoubtGrace are how long after its most pressed
+// request's deadline a batch's transaction may still run, and its in-doubt
+// look-up: a COMMIT under way at the deadline gets to finish, and a
+// database that went silent (a black-holed connection, which no error ends)
+// costs the client its deadline plus less than a second, not the 30 s of
+// batchTxTimeout (A1: answered within the request timeout + 1 s: the hold
+// ends 300 ms after the deadline, see inventory.HoldPast, and keeping the
+// idempotency record takes 500 ms at most). A COMMIT cut by it is in doubt
+// and looked up like one whose connection broke.
+const (
+	commitGrace  = 200 * time.Millisecond
+	inDoubtGrace = 300 * time.Millisecond
+)
 
 // placeSafely is placeBatch with a panic turned into every request's error:
 // a leader runs outside any request, where no HTTP recovery would catch it,
@@ -226,6 +240,10 @@ func earliestDeadline(batch []*request) (time.Time, bool) {
 func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request, committed func([]result)) []result {
 	res := make([]result, len(batch))
 	var soldOut bool
+	txEnd, inDoubtEnd := time.Now().Add(batchTxTimeout), time.Now().Add(batchTxTimeout+inDoubtTimeout)
+	if dl, ok := ctx.Deadline(); ok {
+		txEnd, inDoubtEnd = dl.Add(commitGrace), dl.Add(inDoubtGrace)
+	}
 	err := s.inv.Guard(ctx, batch[0].admitted, func(ctx context.Context, take *inventory.Take) error {
 		// Checked once before BEGIN; from here the fence (or, without a
 		// lock, the conditional update) guards the write. A hold lost or a
@@ -234,7 +252,7 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTxTimeout)
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), txEnd)
 		defer cancel()
 		var err error
 		var got []result // this transaction's results; res once it committed
@@ -251,7 +269,10 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 				// COMMIT was sent and its answer lost: in doubt. Decided
 				// by what the database holds, not guessed.
 				var landed bool
-				if landed, err = s.resolveInDoubt(ctx, productID, got, err); landed || err != nil {
+				rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), inDoubtEnd)
+				landed, err = s.resolveInDoubt(rctx, productID, got, err)
+				cancel()
+				if landed || err != nil {
 					break
 				}
 				err = errRolledBack // it did not land: run it again

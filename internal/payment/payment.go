@@ -157,8 +157,10 @@ func (s *Service) Pay(ctx context.Context, r PayRequest) (res Result, err error)
 		return Result{}, errors.New("payment: user, order and key are required")
 	}
 	// Once started, a payment runs to its end even if the client goes away,
-	// so that its retry finds a decided outcome.
-	ctx = context.WithoutCancel(ctx)
+	// so that its retry finds a decided outcome; but not past its deadline
+	// by more than a grace (see detach).
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	rid := RequestID(r.UserID, r.OrderNo, r.Key)
 	if res, ok, err := s.replay(s.db.WithContext(ctx), rid, r); ok || err != nil {
 		return res, err
@@ -404,4 +406,22 @@ func outcomeOf(res Result, err error) string {
 	default:
 		return "error"
 	}
+}
+
+// detachGrace is how long past the request's deadline a payment or credit
+// may still run: with keeping its idempotency record (500 ms at most) the
+// answer leaves within the deadline + 1 s (A1).
+const detachGrace = 300 * time.Millisecond
+
+// detach is ctx without its cancellation (a client that went away must not
+// cut a payment midway), ending detachGrace after ctx's deadline if it has
+// one: a database or Redis that went silent (a black-holed connection,
+// which no error ends) costs the client its deadline plus the grace, never
+// an unbounded wait. A payment cut there is in doubt to its client, whose
+// retry with the same key is answered from the payments table.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(context.WithoutCancel(ctx), dl.Add(detachGrace))
+	}
+	return context.WithCancel(context.WithoutCancel(ctx))
 }

@@ -27,7 +27,8 @@ func (s *Service) Credit(ctx context.Context, userID, amount int64, ref, hash st
 	if userID <= 0 || amount < 1 || amount > MaxCreditCents || ref == "" {
 		return Wallet{}, false, fmt.Errorf("payment: credit of %d cents to user %d (ref %q) is out of range", amount, userID, ref)
 	}
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	if w, ok, err := s.credited(s.db.WithContext(ctx), userID, ref, hash); ok || err != nil {
 		return w, ok, err
 	}

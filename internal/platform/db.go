@@ -117,8 +117,20 @@ func normalizeMySQLDSN(dsn string) (string, error) {
 		c.InterpolateParams = true
 	}
 	c.Params["time_zone"] = "'+00:00'"
+	if c.Timeout == 0 {
+		// A dial to a database behind a partition (SYNs dropped) would
+		// otherwise wait out the kernel's retries, about two minutes, where
+		// no request deadline bounds it (the pool's background dials, the
+		// sweeper). Reads and writes have no driver timeout: every request
+		// bounds its calls by its context, and a migration waits up to 60 s
+		// for its lock by design.
+		c.Timeout = mysqlDialTimeout
+	}
 	return c.FormatDSN(), nil
 }
+
+// mysqlDialTimeout is the driver's dial timeout unless the DSN sets one.
+const mysqlDialTimeout = 2 * time.Second
 
 // interpolationSafe are the connection charsets with which client-side
 // parameter interpolation cannot be tricked by a multi-byte sequence.

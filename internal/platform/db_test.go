@@ -43,6 +43,9 @@ func TestNormalizeMySQLDSN(t *testing.T) {
 			if c.InterpolateParams != tt.interpolate {
 				t.Errorf("%q: interpolateParams %v, want %v", out, c.InterpolateParams, tt.interpolate)
 			}
+			if c.Timeout != mysqlDialTimeout {
+				t.Errorf("%q: dial timeout %s, want %s", out, c.Timeout, mysqlDialTimeout)
+			}
 			if c.Params["time_zone"] != "'+00:00'" {
 				t.Errorf("%q: time_zone %q, want '+00:00'", out, c.Params["time_zone"])
 			}

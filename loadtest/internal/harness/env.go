@@ -38,6 +38,8 @@ type Setup struct {
 	Private  bool                 // needs a Redis it may restart and flush
 	RedisURL string               // a Redis the scenario started (Cluster or Sentinel list) instead of --redis-url
 	MysqlDSN string               // a database server the scenario started (its haproxy address) instead of --mysql-dsn
+	Net      bool                 // each instance reaches Redis and MySQL through nemesis links of its own (Env.Net)
+	Netns    bool                 // and runs in a network namespace of its own, where root can make one
 }
 
 // env is where a scenario runs: shops the harness started on a fresh
@@ -50,6 +52,7 @@ type Env struct {
 	Client   *loadgen.Client
 	Strategy string
 	Desc     string
+	Net      *Net // with Setup.Net
 }
 
 func (h *Harness) Setup(ctx context.Context, name string, s Setup) (*Env, error) {
@@ -80,9 +83,18 @@ func (h *Harness) Setup(ctx context.Context, name string, s Setup) (*Env, error)
 	if s.Strategy == inventory.LockFence { // a shop refuses buckets under another strategy
 		Common, extra = shops.WithBuckets(h.O.StockBuckets, Common, extra)
 	}
-	c, err := shops.Start(ctx, h.Bin, b, h.O.Instances, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
+	var place func(i int) shops.Placement
+	if s.Net {
+		var more func(i int) []string
+		if e.Net, more, place, err = startNet(ctx, b, h.O.Instances, s.Netns); err != nil {
+			b.Close()
+			return nil, err
+		}
+		extra = joinSettings(extra, more)
+	}
+	c, err := shops.StartPlaced(ctx, h.Bin, b, h.O.Instances, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra, place)
 	if err != nil {
-		b.Close()
+		e.Close()
 		return nil, err
 	}
 	e.Cluster, e.Client = c, c.Client
@@ -93,6 +105,9 @@ func (h *Harness) Setup(ctx context.Context, name string, s Setup) (*Env, error)
 func (e *Env) Close() {
 	if e.Cluster != nil {
 		e.Cluster.Close()
+	}
+	if e.Net != nil {
+		e.Net.Close()
 	}
 	if e.Backend != nil {
 		e.Backend.Close()

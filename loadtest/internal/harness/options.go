@@ -57,4 +57,6 @@ type Options struct {
 	Linear         loadgen.LinearOptions
 	NoLinear       bool
 	Bench          BenchOptions
+	Seed           int64 // the partition scenario's schedule (0: drawn at random, and reported)
+	CompareNet     bool  // compare also runs the unsafe rows and lock-fence under the partition schedule
 }

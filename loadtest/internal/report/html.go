@@ -71,6 +71,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			b.WriteString("</table>")
 		}
 		b.WriteString(FailoverHTML(s.Failover))
+		b.WriteString(PartitionHTML(s.Partition))
 		if len(s.Metrics) > 0 {
 			b.WriteString("<p class=muted>")
 			keys := make([]string, 0, len(s.Metrics))
@@ -100,6 +101,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, Ms(c.Summary.P50), Ms(c.Summary.P99), linearCell(c.Linearizable, c.Linear, "compare "+c.Row), cls, esc(viol))
 			}
 			b.WriteString("</table>")
+			b.WriteString(partitionColumnHTML(s.Compare))
 			for _, c := range s.Compare {
 				if c.Linear != nil {
 					b.WriteString(linearHTML(c.Linear, "compare "+c.Row, c.Row+": "))

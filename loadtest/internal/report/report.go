@@ -92,6 +92,7 @@ func WriteText(w io.Writer, r Scenario) {
 		WriteBench(w, r.Bench)
 	}
 	WriteFailover(w, r.Failover)
+	WritePartition(w, r.Partition)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note:     %s\n", n)
 	}
@@ -161,6 +162,7 @@ func writeCompare(w io.Writer, rows []CompareRow) {
 		fmt.Fprintf(w, "%-30s %7d %9d %11d %10d %10d %8.0f %8s %8s %-12s  %s\n", c.Row, c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold,
 			c.Summary.Throughput, Ms(c.Summary.P50), Ms(c.Summary.P99), yesNo(c.Linearizable), v)
 	}
+	writePartitionColumn(w, rows)
 	for _, c := range rows {
 		writeLinear(w, c.Linear, "compare "+c.Row, c.Row+" ")
 	}

@@ -28,6 +28,7 @@ type Scenario struct {
 	Compare   []CompareRow       `json:"compare,omitempty"`
 	Bench     *Bench             `json:"bench,omitempty"`
 	Failover  []FailoverRow      `json:"failover,omitempty"`
+	Partition []PartitionRow     `json:"partition,omitempty"`
 	Notes     []string           `json:"notes,omitempty"`
 	Pass      bool               `json:"pass"`
 	Error     string             `json:"error,omitempty"`
@@ -88,6 +89,8 @@ type CompareRow struct {
 	Linearizable *bool                 `json:"linearizable"`
 	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
 	Violations   []verify.Violation    `json:"-"`
+	// Partition: the same strategy under network faults (nil: not run).
+	Partition *PartitionCell `json:"partition,omitempty"`
 }
 
 // allLinearizable is the verdict over several rows: false when one is not

@@ -1,6 +1,7 @@
 // Package scenario holds the harness's scenarios and the one table that
 // names them: race, retry, pay, chaos and compare (scenarios.go), the Redis
-// failover parts (failover.go), and the bench (package bench).
+// failover parts (failover.go), network faults (partition.go, and compare's
+// partition column, compare_partition.go), and the bench (package bench).
 //
 // A scenario is a Func: it gets the harness (the flags in h.O, the logger,
 // the shop binary and work directory; h.Setup starts its shops on a fresh
@@ -48,6 +49,7 @@ var Registry = []Entry{
 	{FailoverDBSemiSync, failoverPart(FailoverDBSemiSync)},
 	{FailoverDBGalera, failoverPart(FailoverDBGalera)},
 	{FailoverDBAsync, failoverPart(FailoverDBAsync)},
+	{"partition", of(runner.Partition)},
 	{"bench", bench.Run},
 }
 

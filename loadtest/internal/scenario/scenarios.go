@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -186,6 +187,13 @@ func (h runner) Compare(ctx context.Context) report.Scenario {
 	}
 	var all []loadgen.Record
 	safeClean, unsafeCaught := false, false
+	netSeed := h.O.Seed
+	if h.O.CompareNet {
+		if netSeed == 0 {
+			netSeed = rand.Int64N(1<<31) + 1
+		}
+		r.Params["partition_seed"] = netSeed
+	}
 	for _, row := range rows {
 		if ctx.Err() != nil {
 			break
@@ -228,6 +236,9 @@ func (h runner) Compare(ctx context.Context) report.Scenario {
 			cr.Error = err.Error()
 		}
 		e.Close()
+		if h.O.CompareNet && partitionRows[row.row] {
+			cr.Partition = h.comparePartition(ctx, row.Strategy, netSeed)
+		}
 		r.Compare = append(r.Compare, cr)
 	}
 	r.Summary = loadgen.Summarize(all)
@@ -240,5 +251,6 @@ func (h runner) Compare(ctx context.Context) report.Scenario {
 	if !unsafeCaught {
 		r.Notes = append(r.Notes, "FAIL: no unsafe row showed a violation: a checker that cannot fail is broken")
 	}
+	judgeComparePartitions(&r)
 	return r
 }

@@ -209,3 +209,6 @@ func (b *Backend) Close() {
 		}
 	}
 }
+
+// DSN is the run's MySQL database DSN ("" with SQLite).
+func (b *Backend) DSN() string { return b.dsn }

@@ -1,6 +1,7 @@
 package shops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,8 @@ type Cluster struct {
 // instance is one shop process; restarts keep its port.
 type Instance struct {
 	Idx     int
+	Host    string   // the address it listens on ("" is 127.0.0.1)
+	Prefix  []string // what its command runs after (e.g. ip netns exec NAME); nil: nothing
 	Port    int
 	Env     []string
 	cmd     *exec.Cmd
@@ -70,7 +73,17 @@ type Instance struct {
 	Exited  chan struct{}
 }
 
-func (i *Instance) Url() string { return fmt.Sprintf("http://127.0.0.1:%d", i.Port) }
+func (i *Instance) Url() string {
+	return fmt.Sprintf("http://%s:%d", cmp.Or(i.Host, "127.0.0.1"), i.Port)
+}
+
+// Placement puts an instance somewhere other than loopback: it listens on
+// Host, and its command runs after Prefix (a network namespace's ip netns
+// exec NAME).
+type Placement struct {
+	Host   string
+	Prefix []string
+}
 
 // withBuckets adds stock buckets to a cluster's settings: SHOP_STOCK_BUCKETS=k
 // for every instance, and SHOP_HOME_BUCKET=i for instance i, so each of k
@@ -91,6 +104,12 @@ func WithBuckets(k int, Common []string, extra func(i int) []string) ([]string, 
 
 // startCluster starts n instances; extra(i) is instance i's own settings.
 func Start(ctx context.Context, Bin string, b *Backend, n int, name, Workdir string, Common []string, extra func(i int) []string) (*Cluster, error) {
+	return StartPlaced(ctx, Bin, b, n, name, Workdir, Common, extra, nil)
+}
+
+// StartPlaced is Start with instance i placed as place(i) says (nil: all on
+// loopback).
+func StartPlaced(ctx context.Context, Bin string, b *Backend, n int, name, Workdir string, Common []string, extra func(i int) []string, place func(i int) Placement) (*Cluster, error) {
 	c := &Cluster{Bin: Bin, Backend: b, Admin: "lt-admin-" + loadgen.RandomID(12), Secret: "lt-secret-" + loadgen.RandomID(16), Workdir: Workdir, Name: name, Common: Common}
 	var urls []string
 	for i := range n {
@@ -98,8 +117,12 @@ func Start(ctx context.Context, Bin string, b *Backend, n int, name, Workdir str
 		if err != nil {
 			return nil, err
 		}
+		var pl Placement
+		if place != nil {
+			pl = place(i)
+		}
 		env := append([]string{
-			"SHOP_ADDR=127.0.0.1:" + strconv.Itoa(port),
+			"SHOP_ADDR=" + cmp.Or(pl.Host, "127.0.0.1") + ":" + strconv.Itoa(port),
 			"SHOP_ADMIN_TOKEN=" + c.Admin, "SHOP_AUTH_SECRET=" + c.Secret,
 			"SHOP_LOG_LEVEL=warn",
 			// The harness stands in for thousands of buyers' devices: it
@@ -112,7 +135,7 @@ func Start(ctx context.Context, Bin string, b *Backend, n int, name, Workdir str
 		if extra != nil {
 			env = append(env, extra(i)...)
 		}
-		inst := &Instance{Idx: i, Port: port, Env: env, LogPath: filepath.Join(Workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
+		inst := &Instance{Idx: i, Host: pl.Host, Prefix: pl.Prefix, Port: port, Env: env, LogPath: filepath.Join(Workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
 		c.Instances = append(c.Instances, inst)
 		urls = append(urls, inst.Url())
 	}
@@ -159,7 +182,8 @@ func (c *Cluster) Start(inst *Instance) error {
 	}
 	inst.Starts++
 	fmt.Fprintf(logf, "--- start %d at %s\n", inst.Starts, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.Bin, "serve")
+	argv := append(slices.Clone(inst.Prefix), c.Bin, "serve")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(ShopEnv(), inst.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childAttr()
