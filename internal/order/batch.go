@@ -326,9 +326,10 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 // not land: nothing changed, so it runs again.
 var errRolledBack = errors.New("order batch: the commit did not land")
 
-// inDoubtTimeout bounds resolveInDoubt's look-ups: past the time a
-// database tier takes to fail over (a new primary promoted, a Galera
-// cluster's new view), so the answer is the database's, not a guess.
+// inDoubtTimeout bounds resolveInDoubt's look-ups when no request of the
+// batch has a deadline; with one, they end inDoubtGrace after it (A1). A
+// look-up still unanswered then leaves the commit unresolved: 503, and the
+// order may exist (docs/api.md), which the buyer's retry finds.
 const inDoubtTimeout = 10 * time.Second
 
 // resolveInDoubt decides a batch transaction whose COMMIT lost its
