@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -43,7 +44,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	var o harness.Options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenarioFlag := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (starts its own Redis Cluster and Sentinel group), partition (seeded network faults between the shops and Redis and MySQL), bench (the hot-product benchmark), or a comma-separated list")
+	scenarioFlag := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (its Redis Cluster, Sentinel, semi-sync MariaDB and Galera parts, each on a topology it starts), failover-db-async (the unsafe database row), partition (seeded network faults between the shops and Redis and MySQL), bench (the hot-product benchmark), or a comma-separated list of these and of "+scenarioNames())
 	fs.IntVar(&o.Users, "users", 5000, "buyers per run (race, retry, chaos, compare)")
 	fs.IntVar(&o.Stock, "stock", 500, "units of the flash-sale product")
 	fs.IntVar(&o.Retries, "retries", 5, "sends per buyer in retry and compare")
@@ -66,7 +67,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	fs.StringVar(&o.Strategy, "strategy", inventory.LockFence, "SHOP_STOCK_STRATEGY of race, retry, pay and chaos")
 	fs.IntVar(&o.BatchMax, "batch-max", 0, "SHOP_BATCH_MAX of every shop started (1: order coalescing off); 0: the shop's default")
 	fs.IntVar(&o.StockBuckets, "stock-buckets", 0, "SHOP_STOCK_BUCKETS of every lock-fence shop started (stock buckets per product, docs chapter 9), instance i with SHOP_HOME_BUCKET=i; 0: the shop's default (one)")
-	Expect5xx := fs.String("expect-5xx", "", "comma-separated 5xx statuses that are not the shop's (e.g. 502,504 from a load balancer in front of --target); any other 5xx but 503 fails the run")
+	expect5xx := fs.String("expect-5xx", "", "comma-separated 5xx statuses that are not the shop's (e.g. 502,504 from a load balancer in front of --target); any other 5xx but 503 fails the run")
 	linearOn := fs.Bool("linearizability", true, "check every product's client history for linearizability (exact checker; porcupine pictures with --report)")
 	fs.DurationVar(&o.Linear.Timeout, "linear-timeout", 30*time.Second, "bound of one run's linearizability check; past it the verdict is unknown")
 	fs.IntVar(&o.Linear.PictureOps, "linear-picture-ops", 1000, "draw a linearizable product's whole history when it has at most this many operations")
@@ -87,8 +88,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *Expect5xx != "" {
-		o.Expect5xx = strings.Split(*Expect5xx, ",")
+	if *expect5xx != "" {
+		o.Expect5xx = strings.Split(*expect5xx, ",")
 	}
 	for _, s := range strings.Split(*scenarioFlag, ",") {
 		s = strings.TrimSpace(s)
@@ -97,7 +98,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 			continue
 		}
 		if _, ok := scenario.Lookup(s); !ok {
-			return o, fmt.Errorf("--scenario: unknown %q (race, retry, pay, chaos, compare, all, failover, partition, bench)", s)
+			return o, fmt.Errorf("--scenario: unknown %q (one of %s)", s, scenarioNames())
 		}
 		if s == "bench" {
 			if err := o.Bench.Validate(); err != nil {
@@ -137,13 +138,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return 2
 	}
-	Tty := false
+	tty := false
 	if f, ok := stdout.(*os.File); ok {
 		if st, err := f.Stat(); err == nil {
-			Tty = st.Mode()&os.ModeCharDevice != 0
+			tty = st.Mode()&os.ModeCharDevice != 0
 		}
 	}
-	h := &harness.Harness{O: o, Out: stdout, Tty: Tty, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	h := &harness.Harness{O: o, Out: stdout, Tty: tty, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	h.Workdir, err = os.MkdirTemp("", "shop-loadtest-")
 	if err != nil {
 		fmt.Fprintln(stderr, "loadtest:", err)
@@ -199,11 +200,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if !r.Pass {
 			res = "FAIL"
 		}
-		Violations := "-"
+		violations := "-"
 		if r.Verdict != nil {
-			Violations = fmt.Sprint(len(r.Verdict.Violations))
+			violations = fmt.Sprint(len(r.Verdict.Violations))
 		}
-		fmt.Fprintf(stdout, "%-8s %s  violations %s  %.0f answers/s  p50 %s  p99 %s  (%s)\n", r.Name, res, Violations,
+		fmt.Fprintf(stdout, "%-8s %s  violations %s  %.0f answers/s  p50 %s  p99 %s  (%s)\n", r.Name, res, violations,
 			r.Summary.Throughput, report.Ms(r.Summary.P50), report.Ms(r.Summary.P99), r.Elapsed.Round(100*time.Millisecond))
 	}
 	if !rep.Pass {
@@ -212,4 +213,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fmt.Fprintln(stdout, "loadtest: PASS")
 	return 0
+}
+
+// scenarioNames lists what --scenario takes: the groups, then every
+// scenario of the registry.
+func scenarioNames() string {
+	names := slices.Sorted(maps.Keys(scenario.Groups))
+	for _, e := range scenario.Registry {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, ", ")
 }

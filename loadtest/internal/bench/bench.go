@@ -67,13 +67,13 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 	br := &report.Bench{Phase: o.Phase}
 	r.Bench = br
 	r.Strategy = h.O.Strategy
-	Common := []string{"SHOP_STOCK_STRATEGY=" + h.O.Strategy}
+	common := []string{"SHOP_STOCK_STRATEGY=" + h.O.Strategy}
 	if h.O.BatchMax > 0 {
-		Common = append(Common, "SHOP_BATCH_MAX="+strconv.Itoa(h.O.BatchMax))
+		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.O.BatchMax))
 	}
-	shown := Common
+	shown := common
 	if h.O.StockBuckets > 1 {
-		shown = append(slices.Clone(Common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(h.O.StockBuckets), "SHOP_HOME_BUCKET=<instance index>")
+		shown = append(slices.Clone(common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(h.O.StockBuckets), "SHOP_HOME_BUCKET=<instance index>")
 	}
 	r.Setup = fmt.Sprintf("%s; %s; load generator in this process", b.Describe(), strings.Join(shown, " "))
 	sqlDB, err := b.Db.DB.DB()
@@ -86,7 +86,7 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 		sqlDB.SetMaxIdleConns(max(o.RawWorkers+4, 20))
 	}
 	users := &benchUsers{}
-	if err := h.BenchRun(ctx, b, sqlDB, Common, users, br); err != nil {
+	if err := h.BenchRun(ctx, b, sqlDB, common, users, br); err != nil {
 		r.Error = err.Error()
 	}
 	one := 0.0

@@ -158,7 +158,7 @@ func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, 
 		pool = l.Users.Headers(min(benchPool, max(Clients*4, int(5_000*(Warmup+d).Seconds()))))
 	}
 	var next atomic.Int64
-	Bearer := func(m *Minter) string {
+	bearer := func(m *Minter) string {
 		if i := next.Add(1) - 1; i < int64(len(pool)) {
 			return pool[i]
 		}
@@ -184,7 +184,7 @@ func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, 
 			if l.RampIn > 0 {
 				time.Sleep(l.RampIn * time.Duration(i) / time.Duration(Clients))
 			}
-			results[i] = l.Client(ctx, w, ranked, Bearer, t0, t1)
+			results[i] = l.Client(ctx, w, ranked, bearer, t0, t1)
 		})
 	}
 	start := time.Now()

@@ -75,13 +75,13 @@ func (h *Harness) Setup(ctx context.Context, name string, s Setup) (*Env, error)
 		return nil, err
 	}
 	e.Backend = b
-	Common := append([]string{"SHOP_STOCK_STRATEGY=" + s.Strategy, "SHOP_SOLD_OUT_CACHE=" + h.O.Linear.SoldOutCache.String()}, s.Common...)
+	common := append([]string{"SHOP_STOCK_STRATEGY=" + s.Strategy, "SHOP_SOLD_OUT_CACHE=" + h.O.Linear.SoldOutCache.String()}, s.Common...)
 	if h.O.BatchMax > 0 {
-		Common = append(Common, "SHOP_BATCH_MAX="+strconv.Itoa(h.O.BatchMax))
+		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.O.BatchMax))
 	}
 	extra := s.Extra
 	if s.Strategy == inventory.LockFence { // a shop refuses buckets under another strategy
-		Common, extra = shops.WithBuckets(h.O.StockBuckets, Common, extra)
+		common, extra = shops.WithBuckets(h.O.StockBuckets, common, extra)
 	}
 	var place func(i int) shops.Placement
 	if s.Net {
@@ -92,13 +92,13 @@ func (h *Harness) Setup(ctx context.Context, name string, s Setup) (*Env, error)
 		}
 		extra = joinSettings(extra, more)
 	}
-	c, err := shops.StartPlaced(ctx, h.Bin, b, h.O.Instances, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra, place)
+	c, err := shops.StartPlaced(ctx, h.Bin, b, h.O.Instances, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, common, extra, place)
 	if err != nil {
 		e.Close()
 		return nil, err
 	}
 	e.Cluster, e.Client = c, c.Client
-	e.Desc = fmt.Sprintf("%d shop instances on %s; %s", len(c.Instances), b.Describe(), strings.Join(Common, " "))
+	e.Desc = fmt.Sprintf("%d shop instances on %s; %s", len(c.Instances), b.Describe(), strings.Join(common, " "))
 	return e, nil
 }
 

@@ -140,7 +140,7 @@ func violationsHTML(vs []verify.Violation) string {
 
 // charts draws latency (p50, p99) and throughput over time as inline SVG,
 // with each fault marked.
-func charts(pts []loadgen.Point, Faults []Fault) string {
+func charts(pts []loadgen.Point, faults []Fault) string {
 	if len(pts) == 0 {
 		return ""
 	}
@@ -154,7 +154,7 @@ func charts(pts []loadgen.Point, Faults []Fault) string {
 		}
 	}
 	var marks []float64
-	for _, f := range Faults {
+	for _, f := range faults {
 		marks = append(marks, f.At.Seconds())
 	}
 	return lineChart("latency over time (ms)", []chartSeries{{"p99", "#c62828", p99}, {"p50", "#1565c0", p50}}, marks) +

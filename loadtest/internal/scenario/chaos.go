@@ -93,7 +93,7 @@ func (h runner) Chaos(ctx context.Context) report.Scenario {
 		}
 	}()
 	res, err := h.RaceClocked(ctx, cfg, loadStart)
-	Faults := <-injected
+	faults := <-injected
 	restockErr := <-restocked
 	_ = e.Cluster.Signal(0, syscall.SIGCONT) // in case the load ended first
 	r.Metrics = harness.PickMetrics(s.Totals())
@@ -103,8 +103,8 @@ func (h runner) Chaos(ctx context.Context) report.Scenario {
 	}
 	v, err := e.Verify(ctx, verify.CheckInput{Records: res.Records, Products: res.InitialStock()}, res.Tokens())
 	r.Fill(res.Records, v, err)
-	r.Faults = describeFaults(Faults, res, len(e.Cluster.Instances), ttl, wait)
-	judgeFaults(&r, v, err, Faults, res, ttl, wait)
+	r.Faults = describeFaults(faults, res, len(e.Cluster.Instances), ttl, wait)
+	judgeFaults(&r, v, err, faults, res, ttl, wait)
 	if restockErr != nil {
 		r.Pass = false
 		r.Notes = append(r.Notes, "FAIL: the halfway restock of the hot product failed: "+report.FirstLine(restockErr.Error()))
@@ -184,7 +184,7 @@ func InjectFaults(ctx context.Context, e *harness.Env, schedule []scheduledFault
 // judgeFaults fails a chaos run whose faults were not all carried out, or
 // none at all, and adds L3 (no two holders of a lock at once, judged from
 // the faults' times) to its verdict.
-func judgeFaults(r *report.Scenario, v verify.Verdict, err error, Faults []report.Fault, res loadgen.Result, ttl, wait time.Duration) {
+func judgeFaults(r *report.Scenario, v verify.Verdict, err error, faults []report.Fault, res loadgen.Result, ttl, wait time.Duration) {
 	for _, f := range r.Faults {
 		if f.Err != "" {
 			r.Pass = false
@@ -196,7 +196,7 @@ func judgeFaults(r *report.Scenario, v verify.Verdict, err error, Faults []repor
 		r.Notes = append(r.Notes, "FAIL: the load ended before any fault was injected")
 	}
 	if err == nil {
-		if l3 := checkL3(Faults, res, ttl, wait); l3 != nil {
+		if l3 := checkL3(faults, res, ttl, wait); l3 != nil {
 			v.Locks = append(v.Locks, *l3)
 			v.Violations = append(v.Violations, *l3)
 			r.Verdict = &v

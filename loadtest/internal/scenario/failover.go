@@ -83,22 +83,22 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 		r.Error = part + " " + harness.ErrTargetMode.Error()
 		return r
 	}
-	topo, err := startTopology(ctx, part)
+	top, err := startTopology(ctx, part)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	defer topo.Close()
+	defer top.Close()
 	// A request is answered within its timeout + 1 s: its deadline is the
 	// lock wait + 0.2 s, then at most one transaction and keeping its
 	// idempotency record (0.5 s at most).
 	const ttl = 2 * time.Second
-	wait := cmp.Or(topo.LockWait, 2*time.Second)
+	wait := cmp.Or(top.LockWait, 2*time.Second)
 	reqTimeout := wait + 200*time.Millisecond
 	r.Params["lock_ttl"], r.Params["lock_wait"], r.Params["request_timeout"] = ttl.String(), wait.String(), reqTimeout.String()
-	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", topo.Desc, h.O.Users, h.O.ChaosDuration, faultNames(topo.Faults))
-	e, err := h.Setup(ctx, part, harness.Setup{RedisURL: topo.Url, MysqlDSN: topo.MysqlDSN,
-		Common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, topo.Env...)})
+	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", top.Desc, h.O.Users, h.O.ChaosDuration, faultNames(top.Faults))
+	e, err := h.Setup(ctx, part, harness.Setup{RedisURL: top.Url, MysqlDSN: top.MysqlDSN,
+		Common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, top.Env...)})
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -134,7 +134,7 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
-		rows = h.InjectFaults(ctx, e, topo.Faults, lockKey, loadStart, ttl, &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6)})
+		rows = h.InjectFaults(ctx, e, top.Faults, lockKey, loadStart, ttl, &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6)})
 	}()
 	res, err := h.RaceClocked(ctx, cfg, loadStart)
 	<-faultsDone
@@ -177,17 +177,17 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than the request timeout + 1s = %s", f.Fault, f.NoAnswer, f.Slow, report.Ms(reqTimeout+time.Second)))
 		}
 	}
-	if len(rows) < len(topo.Faults) {
+	if len(rows) < len(top.Faults) {
 		r.Pass = false
-		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the load ended after %d of %d faults", len(rows), len(topo.Faults)))
+		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: the load ended after %d of %d faults", len(rows), len(top.Faults)))
 	}
 	if n := r.Summary.NoAnswer; n > 0 {
 		r.Pass = false
 		r.Notes = append(r.Notes, fmt.Sprintf("FAIL: %d requests got no answer (the client gave up after %s or the connection failed): nobody may be left hanging", n, cfg.Timeout))
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("sale of the hot product (%d units at the start, %d restocked) ran %s", stock, restocked(rows), res.Ended.Sub(res.Started).Round(100*time.Millisecond)))
-	if topo.Unsafe {
-		judgeUnsafe(&r, rows, topo.Window())
+	if top.Unsafe {
+		judgeUnsafe(&r, rows, top.Window())
 	}
 	return r
 }
@@ -445,12 +445,12 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 // unexpectedServerErrors counts answers that A1 forbids: any 5xx but 503
 // (a dependency that cannot answer is 503 with Retry-After, and is resent)
 // and the statuses expected from something in front of the shop.
-func unexpectedServerErrors(byOutcome map[string]int, Expected []string) (int, string) {
+func unexpectedServerErrors(byOutcome map[string]int, expected []string) (int, string) {
 	n := 0
 	var kinds []string
 	for _, k := range slices.Sorted(maps.Keys(byOutcome)) {
 		status, _, _ := strings.Cut(k, " ")
-		if strings.HasPrefix(k, "5") && status != "503" && !slices.Contains(Expected, status) {
+		if strings.HasPrefix(k, "5") && status != "503" && !slices.Contains(expected, status) {
 			n += byOutcome[k]
 			kinds = append(kinds, fmt.Sprintf("%s: %d", k, byOutcome[k]))
 		}
@@ -460,13 +460,13 @@ func unexpectedServerErrors(byOutcome map[string]int, Expected []string) (int, s
 
 // checkA1 fails a scenario whose clients got a server error other than 503
 // (or an expected one, see --expect-5xx).
-func checkA1(r *report.Scenario, Expected []string) {
+func checkA1(r *report.Scenario, expected []string) {
 	sums := []loadgen.Summary{r.Summary}
 	for _, c := range r.Compare {
 		sums = append(sums, c.Summary)
 	}
 	for _, s := range sums {
-		if n, kinds := unexpectedServerErrors(s.ByOutcome, Expected); n > 0 {
+		if n, kinds := unexpectedServerErrors(s.ByOutcome, expected); n > 0 {
 			r.Pass = false
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d answers were server errors other than 503 (%s); the shops' logs say where they came from", n, kinds))
 		}

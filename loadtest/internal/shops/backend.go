@@ -62,12 +62,12 @@ func NewBackend(ctx context.Context, o BackendOptions, log *slog.Logger) (*Backe
 		cfg.DBName = ""
 		b.ServerDSN = cfg.FormatDSN()
 		b.DbName = "loadtest_" + loadgen.RandomID(5)
-		Admin, err := sql.Open("mysql", b.ServerDSN)
+		admin, err := sql.Open("mysql", b.ServerDSN)
 		if err != nil {
 			return nil, err
 		}
-		_, err = Admin.ExecContext(ctx, "CREATE DATABASE "+b.DbName+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-		Admin.Close()
+		_, err = admin.ExecContext(ctx, "CREATE DATABASE "+b.DbName+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+		admin.Close()
 		if err != nil {
 			return nil, fmt.Errorf("create database %s: %w", b.DbName, err)
 		}

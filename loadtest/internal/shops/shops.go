@@ -24,7 +24,7 @@ import (
 
 // startNginx starts nginx with the repository's deploy/nginx.conf in
 // front of shops (exec.ErrNotFound: nginx is not installed).
-func StartNginx(ctx context.Context, Workdir string, shops []string) (*topo.Nginx, error) {
+func StartNginx(ctx context.Context, workdir string, shops []string) (*topo.Nginx, error) {
 	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func StartNginx(ctx context.Context, Workdir string, shops []string) (*topo.Ngin
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(Workdir, fmt.Sprintf("nginx-%d", len(shops)))
+	dir := filepath.Join(workdir, fmt.Sprintf("nginx-%d", len(shops)))
 	return topo.StartNginx(ctx, topo.NginxOptions{Dir: dir, Conf: string(conf), Shops: shops})
 }
 
@@ -88,12 +88,12 @@ type Placement struct {
 // withBuckets adds stock buckets to a cluster's settings: SHOP_STOCK_BUCKETS=k
 // for every instance, and SHOP_HOME_BUCKET=i for instance i, so each of k
 // instances starts at its own bucket (docs chapter 9). k <= 1 adds nothing.
-func WithBuckets(k int, Common []string, extra func(i int) []string) ([]string, func(i int) []string) {
+func WithBuckets(k int, common []string, extra func(i int) []string) ([]string, func(i int) []string) {
 	if k <= 1 {
-		return Common, extra
+		return common, extra
 	}
-	Common = append(slices.Clone(Common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(k))
-	return Common, func(i int) []string {
+	common = append(slices.Clone(common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(k))
+	return common, func(i int) []string {
 		var own []string
 		if extra != nil {
 			own = extra(i)
@@ -103,8 +103,8 @@ func WithBuckets(k int, Common []string, extra func(i int) []string) ([]string, 
 }
 
 // startCluster starts n instances; extra(i) is instance i's own settings.
-func Start(ctx context.Context, Bin string, b *Backend, n int, name, Workdir string, Common []string, extra func(i int) []string) (*Cluster, error) {
-	return StartPlaced(ctx, Bin, b, n, name, Workdir, Common, extra, nil)
+func Start(ctx context.Context, bin string, b *Backend, n int, name, workdir string, common []string, extra func(i int) []string) (*Cluster, error) {
+	return StartPlaced(ctx, bin, b, n, name, workdir, common, extra, nil)
 }
 
 // StartPlaced is Start with instance i placed as place(i) says (nil: all on
@@ -192,12 +192,12 @@ func (c *Cluster) Start(inst *Instance) error {
 		return fmt.Errorf("start %s: %w", c.Bin, err)
 	}
 	inst.cmd = cmd
-	Exited := make(chan struct{})
-	inst.Exited = Exited
+	exited := make(chan struct{})
+	inst.Exited = exited
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
-		close(Exited)
+		close(exited)
 	}()
 	return nil
 }
@@ -341,13 +341,13 @@ func Build(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	Bin := filepath.Join(dir, "shop")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", Bin, "./cmd/shop")
+	bin := filepath.Join(dir, "shop")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/shop")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build -o %s ./cmd/shop: %w\n%s", Bin, err, b)
+		return "", fmt.Errorf("go build -o %s ./cmd/shop: %w\n%s", bin, err, b)
 	}
-	return Bin, nil
+	return bin, nil
 }
 
 // StartCount is how many times the instance was started (1 + restarts).
