@@ -2,7 +2,7 @@
 // for tests, the load-test harness and people (cmd/topo), so the topology
 // a chapter describes is the one the tests ran against. No Docker: it runs
 // the machine's own redis-server, redis-cli, nginx (and, as they are added,
-// mariadbd, haproxy and the network nemesis).
+// mariadbd, haproxy, toxiproxy in process and iptables).
 //
 // Every topology has one shape:
 //
@@ -13,9 +13,13 @@
 //
 // Today: a Redis Cluster of masters with replicas (StartCluster), a
 // Sentinel group (StartSentinel), one MariaDB server that a test may kill or
-// turn read-only (StartMariaDB), and a MariaDB primary with two
+// turn read-only (StartMariaDB), a MariaDB primary with two
 // semi-synchronous replicas behind haproxy, with the failover step a
-// monitor runs (StartSemiSync, HAProxy). Ports come from below the kernel's
+// monitor runs (StartSemiSync, HAProxy), a three-node Galera cluster with
+// one writer behind haproxy (StartGalera), nginx in front of shops
+// (StartNginx), and the network nemesis: toxiproxy links that slow, cut,
+// black-hole or reset one path (StartNemesis) and, as root, network
+// namespaces cut with iptables (NewNetns). Ports come from below the kernel's
 // ephemeral range (FreePorts), so an outgoing connection cannot take one
 // between the probe and the bind.
 package topo

@@ -124,7 +124,7 @@ func galeraTopology(ctx context.Context) (*topology, error) {
 	// only once the new writer answers: the request timeout must outlast
 	// that (with 3.2 s, 15 answers of a run came later than timeout + 1 s).
 	return &topology{Desc: "a 3-node Galera cluster, one writer through haproxy (Redis: --redis-url, or a private one)",
-		MysqlDSN: g.DSN(shopUser, ""), Close: g.Close, LockWait: 4 * time.Second,
+		MysqlDSN: g.DSN(shopUser, ""), Close: g.Close, LockWait: 6 * time.Second,
 		Faults: []plannedFault{
 			{Name: "SIGKILL of the Galera writer", At: 0.25, Run: kill, Ready: ready},
 			{Name: "SIGKILL of the new Galera writer", At: 0.65, Run: kill, Ready: ready},
