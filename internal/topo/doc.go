@@ -1,8 +1,8 @@
 // Package topo starts real infrastructure as local processes on loopback,
 // for tests, the load-test harness and people (cmd/topo), so the topology
 // a chapter describes is the one the tests ran against. No Docker: it runs
-// the machine's own redis-server, redis-cli, nginx (and, as they are added,
-// mariadbd, haproxy, toxiproxy in process and iptables).
+// the machine's own redis-server, redis-cli, nginx, mariadbd (with
+// galera-4) and haproxy, toxiproxy in process, and iptables.
 //
 // Every topology has one shape:
 //
