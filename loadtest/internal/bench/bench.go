@@ -117,13 +117,13 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 // raw ceiling runs in two halves around the one-instance hot-product phase
 // (the shop idle meanwhile), so that load from elsewhere on a shared machine
 // weighs on the ceiling and on the shop alike.
-func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, Common []string, users *benchUsers, br *report.Bench) error {
+func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *report.Bench) error {
 	o := h.O.Bench
-	start := func(n int, name string, Common []string) (*shops.Cluster, error) {
-		Common, extra := shops.WithBuckets(h.O.StockBuckets, Common, nil) // --stock-buckets: every phase's shops
-		return shops.Start(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, Common, extra)
+	start := func(n int, name string, common []string) (*shops.Cluster, error) {
+		common, extra := shops.WithBuckets(h.O.StockBuckets, common, nil) // --stock-buckets: every phase's shops
+		return shops.Start(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, common, extra)
 	}
-	c1, err := start(1, "bench-1", Common)
+	c1, err := start(1, "bench-1", common)
 	if err != nil {
 		return err
 	}
@@ -135,18 +135,18 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, Comm
 	}
 	// Each cluster is stopped before the next starts: idle instances
 	// still take their share of the 2 cores (sweeper, pub/sub, GC).
-	if err := h.BenchThree(ctx, db, start, Common, users, br); err != nil {
+	if err := h.BenchThree(ctx, db, start, common, users, br); err != nil {
 		return err
 	}
-	if err := h.BenchBuckets(ctx, b, db, Common, users, br); err != nil {
+	if err := h.BenchBuckets(ctx, b, db, common, users, br); err != nil {
 		return err
 	}
-	if slices.Contains(Common, "SHOP_BATCH_MAX=1") {
+	if slices.Contains(common, "SHOP_BATCH_MAX=1") {
 		return nil
 	}
 
 	// The baseline: one order per lock hold (coalescing off).
-	off, err := start(1, "bench-1-nobatch", append(slices.Clone(Common), "SHOP_BATCH_MAX=1"))
+	off, err := start(1, "bench-1-nobatch", append(slices.Clone(common), "SHOP_BATCH_MAX=1"))
 	if err != nil {
 		return err
 	}
@@ -161,8 +161,8 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, Comm
 // benchThree runs two and three instances of one cluster (the third idle
 // in the first), reached as deploy/nginx.conf does (the product's orders
 // to one instance), the lab's round robin, and through nginx itself.
-func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), Common []string, users *benchUsers, br *report.Bench) error {
-	c3, err := start(3, "bench-3", Common)
+func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), common []string, users *benchUsers, br *report.Bench) error {
+	c3, err := start(3, "bench-3", common)
 	if err != nil {
 		return err
 	}
@@ -259,13 +259,13 @@ func (h runner) BenchAround(br *report.Bench, baseline func(window time.Duration
 // each starting at its own bucket of a product held in three (instance i
 // at bucket i). Buckets need lock-fence; under another strategy the phase
 // is left out.
-func (h runner) BenchBuckets(ctx context.Context, b *shops.Backend, db *sql.DB, Common []string, users *benchUsers, br *report.Bench) error {
+func (h runner) BenchBuckets(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *report.Bench) error {
 	if h.O.Strategy != inventory.LockFence {
 		h.BenchSay("bench: stock buckets need --strategy %s: skipped", inventory.LockFence)
 		return nil
 	}
-	Common, extra := shops.WithBuckets(3, slices.DeleteFunc(slices.Clone(Common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
-	c, err := shops.Start(ctx, h.Bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.Seq), h.Workdir, Common, extra)
+	common, extra := shops.WithBuckets(3, slices.DeleteFunc(slices.Clone(common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
+	c, err := shops.Start(ctx, h.Bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.Seq), h.Workdir, common, extra)
 	if err != nil {
 		return err
 	}

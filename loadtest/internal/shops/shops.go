@@ -109,8 +109,8 @@ func Start(ctx context.Context, bin string, b *Backend, n int, name, workdir str
 
 // StartPlaced is Start with instance i placed as place(i) says (nil: all on
 // loopback).
-func StartPlaced(ctx context.Context, Bin string, b *Backend, n int, name, Workdir string, Common []string, extra func(i int) []string, place func(i int) Placement) (*Cluster, error) {
-	c := &Cluster{Bin: Bin, Backend: b, Admin: "lt-admin-" + loadgen.RandomID(12), Secret: "lt-secret-" + loadgen.RandomID(16), Workdir: Workdir, Name: name, Common: Common}
+func StartPlaced(ctx context.Context, bin string, b *Backend, n int, name, workdir string, common []string, extra func(i int) []string, place func(i int) Placement) (*Cluster, error) {
+	c := &Cluster{Bin: bin, Backend: b, Admin: "lt-admin-" + loadgen.RandomID(12), Secret: "lt-secret-" + loadgen.RandomID(16), Workdir: workdir, Name: name, Common: common}
 	var urls []string
 	for i := range n {
 		port, err := FreePort()
@@ -131,11 +131,11 @@ func StartPlaced(ctx context.Context, Bin string, b *Backend, n int, name, Workd
 			// sale, not one client.
 			"SHOP_TRUSTED_PROXIES=127.0.0.1",
 		}, b.Env()...)
-		env = append(env, Common...)
+		env = append(env, common...)
 		if extra != nil {
 			env = append(env, extra(i)...)
 		}
-		inst := &Instance{Idx: i, Host: pl.Host, Prefix: pl.Prefix, Port: port, Env: env, LogPath: filepath.Join(Workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
+		inst := &Instance{Idx: i, Host: pl.Host, Prefix: pl.Prefix, Port: port, Env: env, LogPath: filepath.Join(workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
 		c.Instances = append(c.Instances, inst)
 		urls = append(urls, inst.Url())
 	}
