@@ -79,6 +79,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	fs.IntVar(&o.Bench.RawWorkers, "bench-raw-workers", 16, "workers of the bench's raw database ceiling")
 	fs.IntVar(&o.Bench.RssClients, "bench-rss-clients", 5000, "concurrent keep-alive clients of the bench's memory phase")
 	fs.DurationVar(&o.Bench.RssDuration, "bench-rss-duration", 10*time.Second, "length of the bench's memory phase")
+	fs.Float64Var(&o.Bench.InstanceCPU, "instance-cpu", 0, "put every shop instance of --scenario bench in a cgroup of its own allowing it this many CPUs (e.g. 0.3), as on a host of its own; needs root and the cgroup v1 cpu controller; 0: no cap")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of the partition scenario's fault schedule, printed in its report so a run replays (0: a random one)")
 	fs.BoolVar(&o.CompareNet, "compare-partitions", false, "compare also runs naive, lock, lock-conditional and lock-fence under the partition scenario's seeded network faults (the partition column)")
 	if err := fs.Parse(args); err != nil {

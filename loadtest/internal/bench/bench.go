@@ -49,7 +49,7 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 	r := report.Scenario{
 		Title: fmt.Sprintf("hot-product benchmark: raw database ceiling, orders/s with 1, 2 and 3 instances (product-affine, round robin, nginx, stock buckets), sold-out vs /healthz, RSS at %d connections", o.RssClients),
 		Params: map[string]any{"phase": o.Phase.String(), "warmup": o.Warmup.String(), "clients": o.Clients, "raw_workers": o.RawWorkers,
-			"rss_clients": o.RssClients, "rss_duration": o.RssDuration.String()},
+			"rss_clients": o.RssClients, "rss_duration": o.RssDuration.String(), "instance_cpu": o.InstanceCPU},
 	}
 	if len(h.O.Targets) > 0 {
 		r.Error = "bench starts its own shops and counts orders in their database: --target is not supported"
@@ -121,7 +121,7 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	o := h.O.Bench
 	start := func(n int, name string, common []string) (*shops.Cluster, error) {
 		common, extra := shops.WithBuckets(h.O.StockBuckets, common, nil) // --stock-buckets: every phase's shops
-		return shops.Start(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, common, extra)
+		return h.startShops(ctx, b, n, name, common, extra, br)
 	}
 	c1, err := start(1, "bench-1", common)
 	if err != nil {
@@ -156,6 +156,17 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	ord, err := h.BenchOrders(ctx, db, off, users, benchRoute{Routing: report.RouteDirect, Urls: off.Urls(), Shops: 1})
 	br.Orders = append(br.Orders, ord)
 	return err
+}
+
+// startShops starts a phase's n instances, each capped at --instance-cpu
+// CPUs when it is set; the report notes the cap as read back.
+func (h runner) startShops(ctx context.Context, b *shops.Backend, n int, name string, common []string, extra func(int) []string, br *report.Bench) (*shops.Cluster, error) {
+	place := func(int) shops.Placement { return shops.Placement{CPU: h.O.Bench.InstanceCPU} }
+	c, err := shops.StartPlaced(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, common, extra, place)
+	if err == nil && br.InstanceCPU == "" && len(c.Instances) > 0 {
+		br.InstanceCPU = c.Instances[0].CPUQuota()
+	}
+	return c, err
 }
 
 // benchThree runs two and three instances of one cluster (the third idle
@@ -265,7 +276,7 @@ func (h runner) BenchBuckets(ctx context.Context, b *shops.Backend, db *sql.DB, 
 		return nil
 	}
 	common, extra := shops.WithBuckets(3, slices.DeleteFunc(slices.Clone(common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
-	c, err := shops.Start(ctx, h.Bin, b, 3, fmt.Sprintf("%02d-bench-3-buckets", h.Seq), h.Workdir, common, extra)
+	c, err := h.startShops(ctx, b, 3, "bench-3-buckets", common, extra, br)
 	if err != nil {
 		return err
 	}

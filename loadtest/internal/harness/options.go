@@ -15,12 +15,17 @@ type BenchOptions struct {
 	RawWorkers  int           // workers of the raw database ceiling
 	RssClients  int           // concurrent keep-alive clients of the memory phase
 	RssDuration time.Duration // how long the memory phase runs
+	// InstanceCPU, above 0, puts every shop instance the bench starts in a
+	// cgroup of its own allowing it that many CPUs, as on a host of its own.
+	InstanceCPU float64
 }
 
 func (o BenchOptions) Validate() error {
 	switch {
 	case o.Phase <= 0 || o.Warmup < 0 || o.RssDuration <= 0:
 		return errors.New("--bench-phase and --bench-rss-duration must be positive, --bench-warmup not negative")
+	case o.InstanceCPU < 0:
+		return errors.New("--instance-cpu must not be negative")
 	case o.Clients < 1 || o.RawWorkers < 1 || o.RssClients < 1:
 		return errors.New("--bench-clients, --bench-raw-workers and --bench-rss-clients must be at least 1")
 	case o.Clients > 4096 || o.RawWorkers > 256 || o.RssClients > 20_000:

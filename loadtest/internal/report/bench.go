@@ -8,7 +8,10 @@ import (
 
 // benchReport is what the bench scenario measured.
 type Bench struct {
-	Phase        time.Duration `json:"phase_ns"`
+	Phase time.Duration `json:"phase_ns"`
+	// InstanceCPU: each shop instance's CPU cap as read back from its
+	// cgroup (--instance-cpu); "" uncapped.
+	InstanceCPU  string        `json:"instance_cpu,omitempty"`
 	Raw          BenchRaw      `json:"raw"`
 	Orders       []BenchOrders `json:"orders"`
 	SoldOut      BenchRate     `json:"sold_out"`

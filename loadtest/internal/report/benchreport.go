@@ -108,6 +108,9 @@ func (br *Bench) Phases() []benchPhase {
 
 // writeBench prints the bench figures for a person.
 func WriteBench(w io.Writer, br *Bench) {
+	if br.InstanceCPU != "" {
+		fmt.Fprintf(w, "capped:   every shop instance in a cgroup of its own: %s\n", br.InstanceCPU)
+	}
 	if br.Raw.Commits > 0 {
 		parts := make([]string, len(br.Raw.Parts))
 		for i, p := range br.Raw.Parts {

@@ -66,6 +66,8 @@ type Instance struct {
 	Prefix  []string // what its command runs after (e.g. ip netns exec NAME); nil: nothing
 	Port    int
 	Env     []string
+	CPU     float64      // the CPUs its cgroup allows it (0: no cap)
+	cap     *topo.CPUCap // that cgroup, made at its first start
 	cmd     *exec.Cmd
 	LogPath string
 	Starts  int
@@ -79,10 +81,12 @@ func (i *Instance) Url() string {
 
 // Placement puts an instance somewhere other than loopback: it listens on
 // Host, and its command runs after Prefix (a network namespace's ip netns
-// exec NAME).
+// exec NAME); with CPU above 0, it runs in a cgroup of its own that allows
+// it that many CPUs, as on a host of its own.
 type Placement struct {
 	Host   string
 	Prefix []string
+	CPU    float64
 }
 
 // withBuckets adds stock buckets to a cluster's settings: SHOP_STOCK_BUCKETS=k
@@ -135,7 +139,7 @@ func StartPlaced(ctx context.Context, bin string, b *Backend, n int, name, workd
 		if extra != nil {
 			env = append(env, extra(i)...)
 		}
-		inst := &Instance{Idx: i, Host: pl.Host, Prefix: pl.Prefix, Port: port, Env: env, LogPath: filepath.Join(workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
+		inst := &Instance{Idx: i, Host: pl.Host, Prefix: pl.Prefix, CPU: pl.CPU, Port: port, Env: env, LogPath: filepath.Join(workdir, fmt.Sprintf("%s-shop-%d.log", name, i+1))}
 		c.Instances = append(c.Instances, inst)
 		urls = append(urls, inst.Url())
 	}
@@ -192,6 +196,12 @@ func (c *Cluster) Start(inst *Instance) error {
 		return fmt.Errorf("start %s: %w", c.Bin, err)
 	}
 	inst.cmd = cmd
+	if err := inst.capCPU(c.Name); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		return err
+	}
 	exited := make(chan struct{})
 	inst.Exited = exited
 	go func() {
@@ -271,9 +281,44 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	return err
 }
 
+// capCPU puts a started instance in its CPU cgroup, made at its first
+// start (a restart joins the same one).
+func (i *Instance) capCPU(cluster string) error {
+	if i.CPU <= 0 {
+		return nil
+	}
+	if i.cap == nil {
+		c, err := topo.NewCPUCap(fmt.Sprintf("shop-%s-%d-%s", cluster, i.Idx+1, loadgen.RandomID(4)), i.CPU)
+		if err != nil {
+			return err
+		}
+		i.cap = c
+	}
+	return i.cap.Add(i.cmd.Process.Pid)
+}
+
+// CPUQuota reads an instance's cap back: "" when it has none.
+func (i *Instance) CPUQuota() string {
+	if i.cap == nil {
+		return ""
+	}
+	quota, period, cpus, err := i.cap.Quota()
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return fmt.Sprintf("%.2f CPU (cpu.cfs_quota_us %d / cpu.cfs_period_us %d)", cpus, quota, period)
+}
+
 // close stops every instance: SIGCONT (a stopped one cannot exit), SIGTERM,
-// then SIGKILL after 10s.
+// then SIGKILL after 10s, and removes their CPU cgroups.
 func (c *Cluster) Close() {
+	defer func() {
+		for _, inst := range c.Instances {
+			if inst.cap != nil {
+				inst.cap.Close()
+			}
+		}
+	}()
 	for i, inst := range c.Instances {
 		if inst.cmd == nil {
 			continue
