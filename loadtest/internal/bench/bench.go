@@ -36,12 +36,13 @@ import (
 
 // benchRoute is how a hot-product phase's clients reach the instances.
 type benchRoute struct {
-	Routing string        // one of the routing names below
-	Urls    []string      // the instances (or nginx) the clients send to
-	Shops   int           // instances behind them
-	Affine  bool          // the harness hashes the product to one instance
-	Window  time.Duration // measured window; 0: --bench-phase
-	Warmup  time.Duration // load before it, not counted; 0: --bench-warmup
+	Products int           // hot products, load spread evenly; 0: one
+	Routing  string        // one of the routing names below
+	Urls     []string      // the instances (or nginx) the clients send to
+	Shops    int           // instances behind them
+	Affine   bool          // the harness hashes the product to one instance
+	Window   time.Duration // measured window; 0: --bench-phase
+	Warmup   time.Duration // load before it, not counted; 0: --bench-warmup
 }
 
 func (h runner) Bench(ctx context.Context) report.Scenario {
@@ -141,6 +142,11 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	if err := h.BenchBuckets(ctx, b, db, common, users, br); err != nil {
 		return err
 	}
+	if h.O.Bench.InstanceCPU > 0 {
+		if err := h.BenchCapped(ctx, db, start, common, users, br); err != nil {
+			return err
+		}
+	}
 	if slices.Contains(common, "SHOP_BATCH_MAX=1") {
 		return nil
 	}
@@ -169,6 +175,59 @@ func (h runner) startShops(ctx context.Context, b *shops.Backend, n int, name st
 	return c, err
 }
 
+// BenchCapped (--instance-cpu) measures what more instances buy when each
+// has cores of its own: a sale of 12 products at once, load spread evenly
+// and each product's orders sent to one instance, on one capped instance
+// and then on three; and sold-out refusals on three capped instances,
+// round robin, beside the one-instance phase's.
+func (h runner) BenchCapped(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), common []string, users *benchUsers, br *report.Bench) error {
+	o := h.O.Bench
+	many := func(n int) (report.BenchOrders, *shops.Cluster, error) {
+		c, err := start(n, fmt.Sprintf("bench-%d-many", n), common)
+		if err != nil {
+			return report.BenchOrders{}, nil, err
+		}
+		users.Secret = []byte(c.Secret)
+		h.BenchSay("bench: 12 products at once, %d capped instance(s), product-affine, %d clients", n, o.Clients)
+		ord, err := h.BenchOrders(ctx, db, c, users, benchRoute{Products: 12, Routing: report.RouteMany, Urls: c.Urls(), Shops: n, Affine: true})
+		return ord, c, err
+	}
+	one, c1, err := many(1)
+	if c1 != nil {
+		c1.Close()
+	}
+	br.Orders = append(br.Orders, one)
+	if err != nil {
+		return err
+	}
+	three, c3, err := many(3)
+	if c3 != nil {
+		defer c3.Close()
+	}
+	if one.OrdersPerSec > 0 {
+		three.OfBaseline = three.OrdersPerSec / one.OrdersPerSec
+	}
+	br.Orders = append(br.Orders, three)
+	if err != nil {
+		return err
+	}
+	p, err := c3.Client.CreateProduct(ctx, "bench sold out, 3 instances", 100, 1, "bench-soldout3-"+loadgen.RandomID(8))
+	if err != nil {
+		return err
+	}
+	soldOut := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
+	h.BenchSay("bench: sold-out refusals, 3 capped instances, round robin, %d clients", o.Clients)
+	procs := findProcs(ctx, c3, db)
+	cpu0 := snapCPU(procs)
+	s3, err := soldOut.Run(ctx, c3.Urls(), o.Clients, o.Warmup, o.Phase)
+	s3.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(s3.Sent), "refusal")
+	br.SoldOut3 = &s3
+	if err != nil {
+		return fmt.Errorf("sold-out phase, 3 instances: %w", err)
+	}
+	return nil
+}
+
 // benchThree runs two and three instances of one cluster (the third idle
 // in the first), reached as deploy/nginx.conf does (the product's orders
 // to one instance), the lab's round robin, and through nginx itself.
@@ -183,7 +242,7 @@ func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, stri
 	// (pools open, heap grown), as the baseline's instance has: each
 	// takes a hot product's load for a warm-up first, unmeasured.
 	for i, u := range c3.Urls() {
-		warm, _, err := hotLoad(ctx, c3, users, fmt.Sprintf("bench warm-up %d", i))
+		warm, _, err := hotLoad(ctx, c3, users, fmt.Sprintf("bench warm-up %d", i), 1)
 		if err != nil {
 			return err
 		}
@@ -387,7 +446,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		o.Warmup = rt.Warmup
 	}
 	out := report.BenchOrders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1")}
-	l, product, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.Shops, rt.Routing))
+	l, products, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.Shops, rt.Routing), max(1, rt.Products))
 	if err != nil {
 		return out, err
 	}
@@ -410,7 +469,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 			return
 		}
 		t0, cpu0 = time.Now(), snapCPU(procs)
-		if count0, sampleErr = countOrders(ctx, db, product); sampleErr != nil {
+		if count0, sampleErr = countOrders(ctx, db, products...); sampleErr != nil {
 			return
 		}
 		sum0, n0 = batchTotals(ctx, c)
@@ -424,7 +483,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 				return
 			}
 			now := time.Now()
-			n, err := countOrders(ctx, db, product)
+			n, err := countOrders(ctx, db, products...)
 			if err != nil {
 				sampleErr = err
 				return
@@ -464,21 +523,34 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	return out, nil
 }
 
-// hotLoad makes a product whose stock does not run out and the load of
-// new buyers ordering it (round robin; the caller may make it affine).
-func hotLoad(ctx context.Context, c *shops.Cluster, users *benchUsers, name string) (benchLoad, int64, error) {
-	p, err := c.Client.CreateProduct(ctx, name, 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
-	if err != nil {
-		return benchLoad{}, 0, err
+// hotLoad makes k products whose stock does not run out and the load of
+// new buyers ordering them, client i the product i mod k (round robin; the
+// caller may make it affine).
+func hotLoad(ctx context.Context, c *shops.Cluster, users *benchUsers, name string, k int) (benchLoad, []int64, error) {
+	l := benchLoad{method: http.MethodPost, Want: http.StatusCreated, Users: users}
+	var ids []int64
+	for i := range k {
+		p, err := c.Client.CreateProduct(ctx, fmt.Sprintf("%s %d", name, i+1), 100, 1_000_000, "bench-hot-"+loadgen.RandomID(8))
+		if err != nil {
+			return benchLoad{}, nil, err
+		}
+		ids = append(ids, p.ID)
+		l.paths = append(l.paths, seckillPath(p.ID))
 	}
-	return benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusCreated, Users: users}, p.ID, nil
+	l.path = l.paths[0]
+	return l, ids, nil
 }
 
 func seckillPath(id int64) string { return "/api/v1/seckill/" + strconv.FormatInt(id, 10) + "/orders" }
 
-func countOrders(ctx context.Context, db *sql.DB, product int64) (int64, error) {
+func countOrders(ctx context.Context, db *sql.DB, products ...int64) (int64, error) {
 	var n int64
-	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE product_id = ?", product).Scan(&n)
+	q := "SELECT COUNT(*) FROM orders WHERE product_id IN (?" + strings.Repeat(", ?", len(products)-1) + ")"
+	args := make([]any, len(products))
+	for i, p := range products {
+		args[i] = p
+	}
+	err := db.QueryRowContext(ctx, q, args...).Scan(&n)
 	return n, err
 }
 

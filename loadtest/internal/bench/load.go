@@ -96,6 +96,7 @@ func (u *benchUsers) Headers(n int) []string {
 // benchLoad is a closed loop of clients sending one kind of request.
 type benchLoad struct {
 	method, path string
+	paths        []string      // several paths (products): client i sends to paths[i mod len]; nil: path
 	Want         int           // the status that counts
 	WantCode     string        // and its problem code, if any
 	Users        *benchUsers   // nil: no token; else every request a new user
@@ -127,9 +128,9 @@ func rendezvous(urls []*url.URL, key string) []*url.URL {
 
 // ranks gives client i its instances in the order it tries them: the
 // path's ranking when affine, else round robin starting at i.
-func (l benchLoad) Ranks(targets []*url.URL, i int) []*url.URL {
+func (l benchLoad) Ranks(targets []*url.URL, path string, i int) []*url.URL {
 	if l.Affine {
-		return rendezvous(targets, l.path)
+		return rendezvous(targets, path)
 	}
 	k := i % len(targets)
 	return append(slices.Clone(targets[k:]), targets[:k]...)
@@ -145,13 +146,19 @@ const benchPool = 100_000
 // the answers of the requests that started in the window.
 func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, d time.Duration) (report.BenchRate, error) {
 	out := report.BenchRate{Clients: Clients, Answers: map[string]int{}}
-	targets := make([]*url.URL, len(urls))
-	for i, s := range urls {
-		u, err := url.Parse(s + l.path)
-		if err != nil {
-			return out, err
+	paths := l.paths
+	if len(paths) == 0 {
+		paths = []string{l.path}
+	}
+	targets := make([][]*url.URL, len(paths)) // per path, each instance's URL
+	for p, path := range paths {
+		for _, s := range urls {
+			u, err := url.Parse(s + path)
+			if err != nil {
+				return out, err
+			}
+			targets[p] = append(targets[p], u)
 		}
-		targets[i] = u
 	}
 	var pool []string
 	if l.Users != nil {
@@ -174,7 +181,8 @@ func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, 
 	var wg sync.WaitGroup
 	for i := range Clients {
 		wg.Go(func() {
-			ranked := l.Ranks(targets, i)
+			p := i % len(paths)
+			ranked := l.Ranks(targets[p], paths[p], i)
 			// Each client its own connection, as a k6 VU or a browser
 			// has: with one pool for all, a request waits for whichever
 			// connection frees first, behind other clients' requests.

@@ -15,6 +15,9 @@ type Bench struct {
 	Raw          BenchRaw      `json:"raw"`
 	Orders       []BenchOrders `json:"orders"`
 	SoldOut      BenchRate     `json:"sold_out"`
+	// SoldOut3: the sold-out refusals on three capped instances, round
+	// robin, beside SoldOut's one (--instance-cpu only).
+	SoldOut3 *BenchRate `json:"sold_out_3_instances,omitempty"`
 	Healthz      BenchRate     `json:"healthz"`
 	RefusalRatio float64       `json:"refusals_per_healthz"`
 	Memory       BenchMemory   `json:"memory"`
@@ -153,6 +156,7 @@ const (
 	RouteSpread  = "round robin (lab)"              // every instance takes a share of the product
 	RouteNginx   = "nginx, product-affine"          // deploy/nginx.conf in front
 	RouteBuckets = "round robin, K=3 stock buckets" // each instance starts at its own bucket (docs chapter 9)
+	RouteMany    = "12 products, product-affine"    // --instance-cpu: a sale of many products at once, load spread evenly
 	RouteNoNginx = "nginx not installed: skipped"   // (not a phase)
 )
 

@@ -42,6 +42,10 @@ func BenchTargets(br *Bench) []BenchTarget {
 	}
 	for i, o := range br.Orders {
 		switch {
+		case o.Routing == RouteMany:
+			if o.Instances == 3 && o.OfBaseline > 0 {
+				add("committed orders/s, 12 products, 3 capped instances ÷ 1 capped instance", "(no target)", "x", o.OfBaseline, true, "")
+			}
 		case o.OfOne == 0 || o.Instances == 1 && o.Routing == RouteDirect, o.Baseline:
 		case o.Instances == 3 && o.OfBaseline > 0 && (o.Routing == RouteAffine || o.Routing == RouteNginx):
 			// Judged against one instance of the same cluster (behind the
@@ -57,6 +61,9 @@ func BenchTargets(br *Bench) []BenchTarget {
 		default:
 			add(fmt.Sprintf("committed orders/s, %d instances, %s, ÷ 1 instance direct", o.Instances, o.Routing), "(no target)", "x", o.OfOne, true, "")
 		}
+	}
+	if s3 := br.SoldOut3; s3 != nil && br.SoldOut.PerSec > 0 {
+		add("sold-out refusals/s, 3 capped instances ÷ 1 capped instance", "(no target)", "x", s3.PerSec/br.SoldOut.PerSec, true, "")
 	}
 	var silent []string
 	total := 0
@@ -101,6 +108,9 @@ func (br *Bench) Phases() []benchPhase {
 	for _, o := range br.Orders {
 		out = append(out, benchPhase{"orders, " + o.Label(), o.Answers})
 	}
+	if br.SoldOut3 != nil {
+		out = append(out, benchPhase{"sold-out refusals, 3 instances", br.SoldOut3.Answers})
+	}
 	out = append(out, benchPhase{"sold-out refusals", br.SoldOut.Answers}, benchPhase{"GET /healthz", br.Healthz.Answers},
 		benchPhase{fmt.Sprintf("memory, %d clients", br.Memory.Clients), br.Memory.Load.Answers})
 	return out
@@ -144,6 +154,11 @@ func WriteBench(w io.Writer, br *Bench) {
 		fmt.Fprintf(w, "          answers: %s; no answer: %d (healthz: %d)\n", Outcomes(br.SoldOut.Answers), br.SoldOut.Answers["no answer"], br.Healthz.Answers["no answer"])
 		writeCPU(w, br.SoldOut.CPU)
 		writeCPU(w, br.Healthz.CPU)
+	}
+	if s3 := br.SoldOut3; s3 != nil && s3.Requests > 0 {
+		fmt.Fprintf(w, "refusals: 3 instances, round robin: %.0f sold-out refusals/s (p50 %s, p99 %s) = %.2fx one instance; %d clients\n",
+			s3.PerSec, Ms(s3.P50), Ms(s3.P99), s3.PerSec/max(br.SoldOut.PerSec, 1), s3.Clients)
+		writeCPU(w, s3.CPU)
 	}
 	if m := br.Memory; m.Load.Requests > 0 {
 		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s, slowest %s; shop connection cap %s\n",
