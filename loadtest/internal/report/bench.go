@@ -11,13 +11,13 @@ type Bench struct {
 	Phase time.Duration `json:"phase_ns"`
 	// InstanceCPU: each shop instance's CPU cap as read back from its
 	// cgroup (--instance-cpu); "" uncapped.
-	InstanceCPU  string        `json:"instance_cpu,omitempty"`
-	Raw          BenchRaw      `json:"raw"`
-	Orders       []BenchOrders `json:"orders"`
-	SoldOut      BenchRate     `json:"sold_out"`
+	InstanceCPU string        `json:"instance_cpu,omitempty"`
+	Raw         BenchRaw      `json:"raw"`
+	Orders      []BenchOrders `json:"orders"`
+	SoldOut     BenchRate     `json:"sold_out"`
 	// SoldOut3: the sold-out refusals on three capped instances, round
 	// robin, beside SoldOut's one (--instance-cpu only).
-	SoldOut3 *BenchRate `json:"sold_out_3_instances,omitempty"`
+	SoldOut3     *BenchRate    `json:"sold_out_3_instances,omitempty"`
 	Healthz      BenchRate     `json:"healthz"`
 	RefusalRatio float64       `json:"refusals_per_healthz"`
 	Memory       BenchMemory   `json:"memory"`
