@@ -106,13 +106,8 @@ func WithBuckets(k int, common []string, extra func(i int) []string) ([]string, 
 	}
 }
 
-// startCluster starts n instances; extra(i) is instance i's own settings.
-func Start(ctx context.Context, bin string, b *Backend, n int, name, workdir string, common []string, extra func(i int) []string) (*Cluster, error) {
-	return StartPlaced(ctx, bin, b, n, name, workdir, common, extra, nil)
-}
-
-// StartPlaced is Start with instance i placed as place(i) says (nil: all on
-// loopback).
+// StartPlaced starts n instances; extra(i) is instance i's own settings,
+// and place(i) where it runs (nil: all on loopback, uncapped).
 func StartPlaced(ctx context.Context, bin string, b *Backend, n int, name, workdir string, common []string, extra func(i int) []string, place func(i int) Placement) (*Cluster, error) {
 	c := &Cluster{Bin: bin, Backend: b, Admin: "lt-admin-" + loadgen.RandomID(12), Secret: "lt-secret-" + loadgen.RandomID(16), Workdir: workdir, Name: name, Common: common}
 	var urls []string
