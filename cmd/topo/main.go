@@ -73,26 +73,26 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer s.Close()
 		env = fmt.Sprintf("SHOP_REDIS_URL=%s\nSHOP_REDIS_MASTER=%s\n", s.URL(), s.Name)
-	case "mariadb-semisync":
-		s, err := topo.StartSemiSync(start, topo.SemiSyncOptions{Dir: *dir})
+	case "mariadb-semisync", "galera":
+		var db interface {
+			CreateUser(ctx context.Context, user, db string) error
+			DSN(user, db string) string
+			Close()
+		}
+		var err error
+		if kind == "galera" {
+			db, err = topo.StartGalera(start, topo.GaleraOptions{Dir: *dir})
+		} else {
+			db, err = topo.StartSemiSync(start, topo.SemiSyncOptions{Dir: *dir})
+		}
 		if err != nil {
 			return err
 		}
-		defer s.Close()
-		if err := s.CreateUser(start, "shop", "shop"); err != nil {
+		defer db.Close()
+		if err := db.CreateUser(start, "shop", "shop"); err != nil {
 			return err
 		}
-		env = fmt.Sprintf("SHOP_MYSQL_DSN=%s\n", s.DSN("shop", "shop"))
-	case "galera":
-		g, err := topo.StartGalera(start, topo.GaleraOptions{Dir: *dir})
-		if err != nil {
-			return err
-		}
-		defer g.Close()
-		if err := g.CreateUser(start, "shop", "shop"); err != nil {
-			return err
-		}
-		env = fmt.Sprintf("SHOP_MYSQL_DSN=%s\n", g.DSN("shop", "shop"))
+		env = fmt.Sprintf("SHOP_MYSQL_DSN=%s\n", db.DSN("shop", "shop"))
 	}
 	if *envFile != "" {
 		if err := os.WriteFile(*envFile, []byte(env), 0o644); err != nil {

@@ -43,7 +43,12 @@ func Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
 // jitter, so two victims of one deadlock do not meet again at once. It
 // reports false when ctx ended first.
 func Pause(ctx context.Context, attempt int) bool {
-	t := time.NewTimer(time.Duration(attempt)*5*time.Millisecond + rand.N(5*time.Millisecond))
+	return Sleep(ctx, time.Duration(attempt)*5*time.Millisecond+rand.N(5*time.Millisecond))
+}
+
+// Sleep waits d, or until ctx ends (false).
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -365,7 +365,7 @@ func (s *Service) resolveInDoubt(ctx context.Context, productID int64, got []res
 		err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
 			return tx.Model(&Order{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_no IN ?", nos).Count(&found).Error
 		})
-		if err == nil || !dbx.Unavailable(err) || !sleep(ctx, min(time.Duration(attempt)*50*time.Millisecond, 500*time.Millisecond)) {
+		if err == nil || !dbx.Unavailable(err) || !dbx.Sleep(ctx, min(time.Duration(attempt)*50*time.Millisecond, 500*time.Millisecond)) {
 			break
 		}
 	}
@@ -554,17 +554,5 @@ func (s *Service) markAll(res []result) {
 	}
 	if err := s.markers.MarkAll(s.bg, marks); err != nil {
 		s.log.Warn("processed markers not written (the unique order number still guards)", "err", err)
-	}
-}
-
-// sleep waits d, or until ctx ends (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

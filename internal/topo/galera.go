@@ -50,14 +50,8 @@ func StartGalera(ctx context.Context, o GaleraOptions) (_ *Galera, err error) {
 	if _, err := os.Stat(provider); err != nil {
 		return nil, fmt.Errorf("topo: the Galera provider %s is missing (Debian: apt-get install galera-4): %w", provider, err)
 	}
-	g := &Galera{dir: o.Dir, stop: make(chan struct{})}
-	if g.dir == "" {
-		if g.dir, err = os.MkdirTemp("", "topo-galera-"); err != nil {
-			return nil, err
-		}
-		g.ownDir = true
-	}
-	if err := os.Chmod(g.dir, 0o755); err != nil {
+	g := &Galera{stop: make(chan struct{})}
+	if g.dir, g.ownDir, err = workDir(o.Dir, "topo-galera-"); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -114,18 +108,10 @@ func StartGalera(ctx context.Context, o GaleraOptions) (_ *Galera, err error) {
 	}
 	g.done.Add(1)
 	go g.monitor()
-	if g.Proxy, err = StartHAProxy(ctx, HAProxyOptions{Dir: filepath.Join(g.dir, "haproxy"), Backends: g.addrs(), Writer: g.Writer}); err != nil {
+	if g.Proxy, err = StartHAProxy(ctx, HAProxyOptions{Dir: filepath.Join(g.dir, "haproxy"), Backends: addrsOf(g.Nodes), Writer: g.Writer}); err != nil {
 		return nil, err
 	}
 	return g, nil
-}
-
-func (g *Galera) addrs() []string {
-	out := make([]string, len(g.Nodes))
-	for i, n := range g.Nodes {
-		out[i] = n.Addr()
-	}
-	return out
 }
 
 // synced reports whether node n is alive, in the primary component and

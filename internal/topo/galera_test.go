@@ -2,7 +2,6 @@ package topo
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 )
@@ -19,17 +18,7 @@ func TestGaleraWriterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Close)
-	if err := g.CreateUser(ctx, "shop", "shopdb"); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Primary().exec(ctx, "CREATE TABLE shopdb.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("mysql", g.DSN("shop", "shopdb")+"?timeout=1s&readTimeout=5s&writeTimeout=5s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := shopTable(t, ctx, g.Primary(), g.DSN("shop", "shopdb"))
 
 	w := startInserts(ctx, db, 4)
 	w.waitFor(ctx, 200)

@@ -226,3 +226,31 @@ func tail(path string) string {
 }
 
 var errNotYet = errors.New("not yet")
+
+// workDir is dir, or a new temporary directory named after prefix (own:
+// the caller removes it), opened to the user mysql, which runs the
+// database servers below it.
+func workDir(dir, prefix string) (_ string, own bool, err error) {
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", prefix); err != nil {
+			return "", false, err
+		}
+		own = true
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		if own {
+			_ = os.RemoveAll(dir)
+		}
+		return "", false, err
+	}
+	return dir, own, nil
+}
+
+// addrsOf is each server's host:port.
+func addrsOf(nodes []*MariaDB) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Addr()
+	}
+	return out
+}

@@ -56,14 +56,8 @@ var ErrRelayNotApplied = errors.New("topo: the replica has not applied its relay
 // StartSemiSync starts the three servers, wires replication from node 0 and
 // starts haproxy in front. The shop connects through DSN.
 func StartSemiSync(ctx context.Context, o SemiSyncOptions) (_ *SemiSync, err error) {
-	s := &SemiSync{async: o.Async, delay: int(o.ReplicaDelay.Seconds()), dir: o.Dir}
-	if s.dir == "" {
-		if s.dir, err = os.MkdirTemp("", "topo-semisync-"); err != nil {
-			return nil, err
-		}
-		s.ownDir = true
-	}
-	if err := os.Chmod(s.dir, 0o755); err != nil { // mariadbd runs as mysql below it
+	s := &SemiSync{async: o.Async, delay: int(o.ReplicaDelay.Seconds())}
+	if s.dir, s.ownDir, err = workDir(o.Dir, "topo-semisync-"); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -98,7 +92,7 @@ func StartSemiSync(ctx context.Context, o SemiSyncOptions) (_ *SemiSync, err err
 			return nil, err
 		}
 	}
-	if s.Proxy, err = StartHAProxy(ctx, HAProxyOptions{Dir: filepath.Join(s.dir, "haproxy"), Backends: s.addrs(), Writer: s.writer}); err != nil {
+	if s.Proxy, err = StartHAProxy(ctx, HAProxyOptions{Dir: filepath.Join(s.dir, "haproxy"), Backends: addrsOf(s.Nodes), Writer: s.writer}); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -130,14 +124,6 @@ func (s *SemiSync) follow(ctx context.Context, r, primary *MariaDB, pos string) 
 		"SET GLOBAL rpl_semi_sync_slave_enabled = "+semi,
 		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=%s, MASTER_DELAY=%d", primary.Port, pos, s.delay),
 		"START SLAVE")
-}
-
-func (s *SemiSync) addrs() []string {
-	out := make([]string, len(s.Nodes))
-	for i, n := range s.Nodes {
-		out[i] = n.Addr()
-	}
-	return out
 }
 
 // writer is haproxy's agent: the backend that takes connections.

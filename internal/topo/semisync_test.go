@@ -80,18 +80,25 @@ func startSemiSync(t *testing.T, ctx context.Context) (*SemiSync, *sql.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	if err := s.CreateUser(ctx, "shop", "shopdb"); err != nil {
+	return s, shopTable(t, ctx, s.Primary(), s.DSN("shop", "shopdb"))
+}
+
+// shopTable creates database shopdb, its user shop and its table t on
+// primary, and opens a pool of that user at dsn (closed at cleanup).
+func shopTable(t *testing.T, ctx context.Context, primary *MariaDB, dsn string) *sql.DB {
+	t.Helper()
+	if err := primary.CreateUser(ctx, "shop", "shopdb"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Primary().exec(ctx, "CREATE TABLE shopdb.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT NOT NULL)"); err != nil {
+	if err := primary.exec(ctx, "CREATE TABLE shopdb.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("mysql", s.DSN("shop", "shopdb")+"?timeout=1s&readTimeout=5s&writeTimeout=5s")
+	db, err := sql.Open("mysql", dsn+"?timeout=1s&readTimeout=5s&writeTimeout=5s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return s, db
+	return db
 }
 
 // inserts are writers inserting distinct values into t until stopped,

@@ -211,16 +211,8 @@ func (h runner) BenchCapped(ctx context.Context, db *sql.DB, start func(int, str
 	if err != nil {
 		return err
 	}
-	p, err := c3.Client.CreateProduct(ctx, "bench sold out, 3 instances", 100, 1, "bench-soldout3-"+loadgen.RandomID(8))
-	if err != nil {
-		return err
-	}
-	soldOut := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
 	h.BenchSay("bench: sold-out refusals, 3 capped instances, round robin, %d clients", o.Clients)
-	procs := findProcs(ctx, c3, db)
-	cpu0 := snapCPU(procs)
-	s3, err := soldOut.Run(ctx, c3.Urls(), o.Clients, o.Warmup, o.Phase)
-	s3.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(s3.Sent), "refusal")
+	_, _, s3, err := h.soldOutPhase(ctx, db, c3, users, "bench sold out, 3 instances")
 	br.SoldOut3 = &s3
 	if err != nil {
 		return fmt.Errorf("sold-out phase, 3 instances: %w", err)
@@ -396,23 +388,16 @@ func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Clust
 	// A product with one unit: the first buyers of the sold-out phase's
 	// warm-up race for it, every later buyer is refused. At the end it must
 	// have exactly one order.
-	p, err := c.Client.CreateProduct(ctx, "bench sold out", 100, 1, "bench-soldout-"+loadgen.RandomID(8))
-	if err != nil {
-		return err
-	}
-	soldOut := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
-
 	h.BenchSay("bench: sold-out refusals, %d clients", o.Clients)
-	procs := findProcs(ctx, c, db)
-	cpu0 := snapCPU(procs)
-	br.SoldOut, err = soldOut.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
+	soldOut, p, rate, err := h.soldOutPhase(ctx, db, c, users, "bench sold out")
+	br.SoldOut = rate
 	if err != nil {
 		return fmt.Errorf("sold-out phase: %w", err)
 	}
-	br.SoldOut.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(br.SoldOut.Sent), "refusal")
 	h.BenchSay("bench: GET /healthz, %d clients", o.Clients)
 	health := benchLoad{method: http.MethodGet, path: "/healthz", Want: http.StatusOK}
-	cpu0 = snapCPU(procs)
+	procs := findProcs(ctx, c, db)
+	cpu0 := snapCPU(procs)
 	br.Healthz, err = health.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
 	if err != nil {
 		return fmt.Errorf("healthz phase: %w", err)
@@ -428,8 +413,26 @@ func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Clust
 		return err
 	}
 	br.OneUnit.Buyers = br.SoldOut.Sent + br.Memory.Load.Sent
-	br.OneUnit.Orders, err = countOrders(ctx, db, p.ID)
+	br.OneUnit.Orders, err = countOrders(ctx, db, p)
 	return err
+}
+
+// soldOutPhase makes a product with one unit and loads it with new buyers
+// round robin over c's instances: the first buyers of the warm-up race for
+// the unit, every later one is refused sold_out. It returns the load (for
+// more phases), the product and the refusals' rate with their CPU cost.
+func (h runner) soldOutPhase(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, name string) (benchLoad, int64, report.BenchRate, error) {
+	o := h.O.Bench
+	p, err := c.Client.CreateProduct(ctx, name, 100, 1, "bench-soldout-"+loadgen.RandomID(8))
+	if err != nil {
+		return benchLoad{}, 0, report.BenchRate{}, err
+	}
+	l := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
+	procs := findProcs(ctx, c, db)
+	cpu0 := snapCPU(procs)
+	rate, err := l.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
+	rate.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(rate.Sent), "refusal")
+	return l, p.ID, rate, err
 }
 
 // benchOrders loads one hot product (stock that does not run out) from

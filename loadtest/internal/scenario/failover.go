@@ -230,20 +230,14 @@ func faultNames(fs []plannedFault) string {
 // sizes the hot product for the rest of the load; each row notes the units
 // left at its fault.
 func (h runner) InjectFaults(ctx context.Context, e *harness.Env, plan []plannedFault, lockKey string, loadStart <-chan time.Time, ttl time.Duration, st *stocker) []report.FailoverRow {
-	var t0 time.Time
-	select {
-	case t0 = <-loadStart:
-	case <-ctx.Done():
+	t0, sizeErr, ok := h.sizedStart(ctx, loadStart, st)
+	if !ok {
 		return nil
 	}
-	sleep(ctx, time.Until(t0.Add(time.Second)))
-	sizeErr := st.Size(ctx, t0, h.O.ChaosDuration)
 	var rows []report.FailoverRow
 	for _, pf := range plan {
 		at := time.Duration(pf.At * float64(h.O.ChaosDuration))
-		sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
-		sizeErr = errors.Join(sizeErr, st.Size(ctx, t0, h.O.ChaosDuration))
-		sleep(ctx, time.Until(t0.Add(at)))
+		sizeErr = errors.Join(sizeErr, h.sizeBefore(ctx, t0, at, st))
 		var ready error
 		if pf.Ready != nil {
 			ready = pf.Ready(ctx)
@@ -274,6 +268,27 @@ func (h runner) InjectFaults(ctx context.Context, e *harness.Env, plan []planned
 		rows = append(rows, f)
 	}
 	return rows
+}
+
+// sizedStart waits for the load to start (t0; false when ctx ended
+// first), and a second into it sizes the hot product.
+func (h runner) sizedStart(ctx context.Context, loadStart <-chan time.Time, st *stocker) (t0 time.Time, sizeErr error, ok bool) {
+	select {
+	case t0 = <-loadStart:
+	case <-ctx.Done():
+		return t0, nil, false
+	}
+	sleep(ctx, time.Until(t0.Add(time.Second)))
+	return t0, st.Size(ctx, t0, h.O.ChaosDuration), true
+}
+
+// sizeBefore sizes the hot product half a second before a fault at `at`
+// from t0, then waits for the fault's time.
+func (h runner) sizeBefore(ctx context.Context, t0 time.Time, at time.Duration, st *stocker) error {
+	sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
+	err := st.Size(ctx, t0, h.O.ChaosDuration)
+	sleep(ctx, time.Until(t0.Add(at)))
+	return err
 }
 
 // stocker keeps the hot product of a failover run selling: it is sized

@@ -328,19 +328,13 @@ func (h runner) Partition(ctx context.Context) report.Scenario {
 // runPartitions runs the schedule once the load has started, keeping the
 // hot product in stock (see stocker), and returns a row per fault.
 func (h runner) runPartitions(ctx context.Context, e *harness.Env, plan []netFault, loadStart <-chan time.Time, st *stocker) []report.PartitionRow {
-	var t0 time.Time
-	select {
-	case t0 = <-loadStart:
-	case <-ctx.Done():
+	t0, sizeErr, ok := h.sizedStart(ctx, loadStart, st)
+	if !ok {
 		return nil
 	}
-	sleep(ctx, time.Until(t0.Add(time.Second)))
-	sizeErr := st.Size(ctx, t0, h.O.ChaosDuration)
 	var rows []report.PartitionRow
 	for _, f := range plan {
-		sleep(ctx, time.Until(t0.Add(f.At-500*time.Millisecond)))
-		sizeErr = errors.Join(sizeErr, st.Size(ctx, t0, h.O.ChaosDuration))
-		sleep(ctx, time.Until(t0.Add(f.At)))
+		sizeErr = errors.Join(sizeErr, h.sizeBefore(ctx, t0, f.At, st))
 		if ctx.Err() != nil {
 			break
 		}
