@@ -213,7 +213,7 @@ func judgeUnsafe(r *report.Scenario, rows []report.FailoverRow, window []string)
 		return
 	}
 	r.Pass = true
-	r.Notes = append(r.Notes, fmt.Sprintf("expected: the loss was caught (%d acknowledged orders lost; invariants violated: %s); the FAIL lines above are what it broke",
+	r.Notes = append(r.Notes, fmt.Sprintf("expected: the loss was caught (%d acknowledged orders lost; invariants violated: %s); the violations listed below are what it broke",
 		r.Summary.AckedLost, strings.Join(r.Verdict.Invariants(), ", ")))
 }
 
