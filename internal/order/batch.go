@@ -247,8 +247,9 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 	err := s.inv.Guard(ctx, batch[0].admitted, func(ctx context.Context, take *inventory.Take) error {
 		// Checked once before BEGIN; from here the fence (or, without a
 		// lock, the conditional update) guards the write. A hold lost or a
-		// deadline passed during COMMIT must not cancel it midway, or the
-		// outcome is unknown and sold units are reported unsold.
+		// deadline passed does not cancel the transaction midway: it runs
+		// until the deadline plus commitGrace (A1), and a COMMIT cut there
+		// is in doubt like one whose connection broke, and looked up.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -265,9 +266,9 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 				committing = err == nil
 				return err
 			})
-			if committing && dbx.ConnLost(err) {
-				// COMMIT was sent and its answer lost: in doubt. Decided
-				// by what the database holds, not guessed.
+			if committing && (dbx.ConnLost(err) || ctx.Err() != nil) {
+				// COMMIT was sent and its answer lost, or cut at txEnd: in
+				// doubt. Decided by what the database holds, not guessed.
 				var landed bool
 				rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), inDoubtEnd)
 				landed, err = s.resolveInDoubt(rctx, productID, got, err)
