@@ -187,16 +187,34 @@ func (g *Galera) KillWriter() *MariaDB {
 	return p
 }
 
-// WaitNewWriter waits until the monitor chose a writer other than old
-// and haproxy routes to it (to the writer of the moment, should the
-// monitor move it again meanwhile).
+// WaitNewWriter waits until the monitor chose a writer other than old,
+// haproxy routes to it (to the writer of the moment, should the monitor
+// move it again meanwhile), and the survivors have evicted the dead node
+// (the writer's view holds only the running nodes): until then a commit
+// there waits.
 func (g *Galera) WaitNewWriter(ctx context.Context, old *MariaDB, limit time.Duration) (*MariaDB, error) {
 	var w *MariaDB
 	err := poll(ctx, limit, "a new Galera writer routed to", func(ctx context.Context) error {
 		if w = g.Primary(); w == old {
 			return fmt.Errorf("the writer is still %s", old.Addr())
 		}
-		return g.Proxy.routesTo(ctx, w.Addr())
+		if err := g.Proxy.routesTo(ctx, w.Addr()); err != nil {
+			return err
+		}
+		running := 0
+		for _, n := range g.Nodes {
+			if n.Running() {
+				running++
+			}
+		}
+		size, err := w.queryString(ctx, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE'")
+		if err != nil {
+			return err
+		}
+		if size != strconv.Itoa(running) {
+			return fmt.Errorf("the view holds %s nodes, %d running", size, running)
+		}
+		return nil
 	})
 	return w, err
 }
