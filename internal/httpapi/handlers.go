@@ -248,12 +248,11 @@ func (a *api) seckill(c *gin.Context) {
 	ctx, uid := c.Request.Context(), who(c).UserID
 	// A product this instance knows is sold out is answered by the fast
 	// path (sold_out, or the buyer's order): cheap, so not rate limited.
-	if !a.orders.SoldOutKnown(ctx, id) {
-		if !a.allow(c, "orders", a.limits.Orders, userSubject(c)) {
-			return
-		}
+	chk := a.orders.CheckSeckill(ctx, uid, id)
+	if !chk.SoldOut() && !a.allow(c, "orders", a.limits.Orders, userSubject(c)) {
+		return
 	}
-	o, created, err := a.orders.Seckill(ctx, uid, id)
+	o, created, err := a.orders.PlaceSeckill(ctx, chk)
 	if err != nil {
 		writeError(c, err)
 		return

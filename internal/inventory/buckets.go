@@ -45,7 +45,7 @@ const MaxBuckets = 64
 
 // ErrElsewhere refuses a want in one bucket of a product held in buckets
 // while other buckets are still to be tried: the want stays open, and its
-// batch offers it to the next bucket (Guard calls its fn again). It never
+// batch offers it to the next bucket (the Deduction's next hold). It never
 // reaches a buyer: the tally decides every want still open.
 var ErrElsewhere = errors.New("not enough stock in this bucket; another bucket may have some")
 
@@ -195,9 +195,9 @@ func readTotal(db *gorm.DB, id int64) (Product, error) {
 // bucketsOf is a product's K, read once (it never changes). A product not
 // found is taken as one bucket: its deduction answers ErrNotFound as before.
 // That answer is not remembered (the product may be created the next
-// moment, and Guard asks again for what Admit found missing), so an order
+// moment, and Deduct asks again for what Admit found missing), so an order
 // for an id that does not exist costs a primary-key read in Admit and in
-// Guard, besides the deduction that refuses it.
+// Deduct, besides the deduction that refuses it.
 func (s *Service) bucketsOf(ctx context.Context, id int64) (int, error) {
 	if k, ok := s.buckets.Load(id); ok {
 		return k.(int), nil
@@ -278,67 +278,6 @@ func (e *emptyBook) clear(id int64) {
 func (s *Service) forget(id int64) {
 	s.soldOut.forget(id)
 	s.empty.clear(id)
-}
-
-// walk is Guard for a product held in buckets: fn runs under one bucket's
-// lock at a time, from the home bucket on, skipping buckets known empty,
-// until no want is left open; the tally decides what is left after every
-// bucket was tried.
-func (s *Service) walk(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
-	id, k := a.productID, a.buckets
-	// As in Guard: a deadline bounds each wait for a lock, not the holds.
-	hold, wait := ctx, func() time.Duration { return s.cfg.LockWait }
-	if dl, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		hold, cancel = HoldPast(ctx, dl)
-		defer cancel()
-		wait = func() time.Duration { return max(0, min(s.cfg.LockWait, time.Until(dl))) }
-	}
-	home := s.home % k
-	empty, gen := s.empty.get(id)
-	for i := range k {
-		b := (home + i) % k
-		if empty&(1<<b) != 0 {
-			continue
-		}
-		if b != home {
-			s.metrics.bucketMove()
-		}
-		t := &Take{ProductID: id, strategy: LockFence, buckets: k, bucket: b}
-		err := s.lockedBucket(hold, id, b, wait(), labPausable, func(ctx context.Context, fence Fence) error {
-			t.Fence = fence
-			if err := s.prepare(ctx, t); err != nil {
-				return err
-			}
-			return fn(ctx, t)
-		})
-		if err != nil {
-			return err
-		}
-		if t.emptied {
-			s.empty.add(id, gen, 1<<b)
-		}
-		if t.open == 0 {
-			return nil
-		}
-	}
-	s.metrics.bucketTally()
-	t := &Take{ProductID: id, strategy: LockFence, buckets: k, all: true}
-	err := s.lockedAll(hold, id, k, wait, func(ctx context.Context, fences []Fence) error {
-		t.fences = fences
-		return fn(ctx, t)
-	})
-	if err != nil {
-		return err
-	}
-	if t.tallied {
-		s.empty.set(id, gen, t.left)
-	}
-	if t.soldOut {
-		// After the release, as in Guard.
-		s.learnSoldOut(ctx, id)
-	}
-	return nil
 }
 
 // lockedAll runs fn holding every bucket's lock, taken in bucket order

@@ -17,8 +17,8 @@ type Want struct {
 	Quantity int64
 }
 
-// Take is one guarded deduction of a product's stock, handed by Guard to
-// its fn for DeductTx.
+// Take is one hold's deduction of a product's stock, handed by a
+// Deduction (Take) to the caller's transaction for DeductTx.
 type Take struct {
 	ProductID int64
 	// Fence is the product lock's fencing token; zero = none.
@@ -47,14 +47,14 @@ type Take struct {
 // Restart forgets what an earlier run of the caller's transaction found:
 // call it at the start of each run. A run that rolled back and is run again
 // may call no DeductTx (its wants refused or found committed before it),
-// and Guard must not walk on, mark buckets empty or learn a sold-out from
+// and the Deduction must not walk on, mark buckets empty or learn a sold-out from
 // what the rolled-back run saw.
 func (t *Take) Restart() {
 	t.soldOut, t.open, t.emptied, t.tallied, t.left = false, 0, false, false, 0
 }
 
 // prepare is the part of a deduction that runs before the caller opens its
-// transaction (inside Guard): the lab pause, which stands
+// transaction (in Deduction.Next): the lab pause, which stands
 // in for a holder stopped between taking the lock and writing, and, for the
 // read-modify-write lab strategies, their read of the stock row, as such
 // code usually reads: outside the transaction that writes.
@@ -115,7 +115,7 @@ func (t Taken) Granted() int {
 }
 
 // DeductTx takes stock for wants, in arrival order, inside the caller's
-// transaction, in Guard's fn with Guard's t: a want is served while enough is
+// transaction, with the Deduction's Take: a want is served while enough is
 // left, so the first buyers get the last units and the rest get the exact
 // refusal. It appends one ledger row per served want; the caller inserts the
 // orders in the same transaction. How the stock row is written depends on
@@ -129,7 +129,7 @@ func (t Taken) Granted() int {
 //   - conditional: one guarded UPDATE per want, no lock.
 //   - lock, naive (LAB, unsafe): read, compute, write the number back.
 //
-// Errors: ErrNotFound, errStaleFence (Guard retries), or the database's.
+// Errors: ErrNotFound, errStaleFence (the Deduction takes its hold again), or the database's.
 func (s *Service) DeductTx(tx *gorm.DB, t *Take, wants []Want) (taken Taken, err error) {
 	switch {
 	case t.all:

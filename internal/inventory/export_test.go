@@ -32,3 +32,14 @@ func (s *Service) StrategyTableLocked() bool {
 
 // Home is this instance's home bucket, before mod K.
 func (s *Service) Home() int { return s.home }
+
+// Guard runs fn under each hold of a's deduction, the loop a batch runs
+// (order's placeBatch), for tests that deduct without order.
+func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
+	d := s.Deduct(ctx, a)
+	defer d.Close()
+	for d.Next() {
+		d.Done(fn(d.Context(), d.Take()))
+	}
+	return d.Err()
+}

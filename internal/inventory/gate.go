@@ -181,7 +181,7 @@ func (s *Service) gateLease() time.Duration {
 }
 
 // Admission is Admit's answer for one order: the product's strategy,
-// resolved once for the request, and what the gate took; Guard deducts by
+// resolved once for the request, and what the gate took; Deduct deducts by
 // that strategy and Settle ends the hold.
 type Admission struct {
 	productID int64

@@ -422,72 +422,6 @@ func (s *Service) WithProductLock(ctx context.Context, productID int64, wait Loc
 // lock-free ones are lab strategies: naive and conditional).
 func locks(strategy string) bool { return strategy != Naive && strategy != Conditional }
 
-// Guard runs fn the way the admitted want's strategy guards a stock
-// deduction (fn calls DeductTx with t in its transaction): under the product
-// lock for lock-fence, redis-gate and the lab's lock and lock-conditional,
-// t.Fence the lock's fencing token; with no lock at all, the zero Fence, for
-// the lock-free lab strategies.
-// The wants of a batch share its first admission's strategy. A deduction
-// that left the product sold out, once committed and released, puts it in
-// the sold-out book.
-//
-// A product held in buckets is walked instead (walk): fn runs once per
-// bucket tried, each time for the wants still open.
-func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
-	start := time.Now()
-	if a.buckets <= 1 {
-		// Admitted before the product was known here (or existed): ask
-		// again, or a product created since would be deducted from bucket
-		// 0 alone. A known K is a map hit.
-		k, err := s.bucketsOf(ctx, a.productID)
-		if err != nil {
-			return err
-		}
-		if a.buckets = k; k > 1 {
-			a.strategy = LockFence
-		}
-	}
-	if a.buckets > 1 {
-		err := s.walk(ctx, a, fn)
-		s.metrics.deducted(LockFence, err, time.Since(start))
-		return err
-	}
-	soldOut := false
-	run := func(ctx context.Context, fence Fence) error {
-		t := &Take{ProductID: a.productID, Fence: fence, strategy: a.strategy}
-		if err := s.prepare(ctx, t); err != nil {
-			return err
-		}
-		err := fn(ctx, t)
-		soldOut = err == nil && t.soldOut
-		return err
-	}
-	var err error
-	if locks(a.strategy) {
-		// A deadline on ctx (the batch's most pressed request) bounds the
-		// wait for the lock, not the hold: a hold whose context ended would
-		// stop its watchdog while the transaction still runs.
-		hold, wait := ctx, s.cfg.LockWait
-		if dl, ok := ctx.Deadline(); ok {
-			var cancel context.CancelFunc
-			hold, cancel = HoldPast(ctx, dl)
-			defer cancel()
-			wait = max(0, min(wait, time.Until(dl)))
-		}
-		err = s.locked(hold, a.productID, wait, labPausable, run)
-	} else {
-		err = run(ctx, Fence{})
-	}
-	s.metrics.deducted(a.strategy, err, time.Since(start))
-	if err == nil && soldOut {
-		// After the release: reading the row should not keep the next
-		// batch waiting, and a return that commits after it bumps the
-		// book's generation.
-		s.learnSoldOut(ctx, a.productID)
-	}
-	return err
-}
-
 // labPause says whether the lab's pause after lock (PauseAfterLock) may
 // apply to work under a lock: only deductions are paused.
 type labPause bool
@@ -550,6 +484,14 @@ func (s *Service) holding(ctx context.Context, id int64, bucket int, opts lockx.
 		}
 		return fn(lctx, fence)
 	})
+	return s.holdErr(id, paused, err)
+}
+
+// holdErr is the outcome of a hold of a product's (or bucket's) lock as
+// inventory reports it, from lockx's: the lock not obtained is ErrBusy; a
+// hold lost before its release after fenced work committed stands; a hold
+// lost while the work ran wrote nothing (ErrBusy).
+func (s *Service) holdErr(id int64, paused bool, err error) error {
 	switch {
 	case err == nil:
 		return nil

@@ -10,7 +10,7 @@ import (
 // The sold-out book is the fast path of a flash sale: what an instance
 // knows of its products that have no stock left, and at which version of
 // the product row. It learns a product when a deduction of its own left no
-// stock (Guard) or the gate turned a buyer away on an empty row (Admit).
+// stock (a Deduction) or the gate turned a buyer away on an empty row (Admit).
 // Stock that comes back (restock, return) ends the state here at once and
 // in every instance through the stock-returned channel (Follow); every
 // SHOP_SOLD_OUT_CACHE one request re-reads the product row, so a lost
@@ -107,15 +107,18 @@ func (s *Service) recheckSoldOut(ctx context.Context, id int64, e *soldOut) {
 	}
 }
 
-// learnSoldOut reads the product row and records it when it has no stock.
-func (s *Service) learnSoldOut(ctx context.Context, id int64) {
+// learnSoldOut reads the product row and records it when it has no stock,
+// at the version it reports.
+func (s *Service) learnSoldOut(ctx context.Context, id int64) (version int64, soldOut bool) {
 	gen := s.soldOut.generation(id)
 	p, err := s.Get(context.WithoutCancel(ctx), id)
 	if err != nil {
 		s.log.Warn("sold-out book not updated (buyers take the locked path)", "product_id", id, "err", err)
-		return
+		return 0, false
 	}
-	if p.Stock <= 0 {
-		s.soldOut.learn(id, gen, p.Version)
+	if p.Stock > 0 {
+		return 0, false
 	}
+	s.soldOut.learn(id, gen, p.Version)
+	return p.Version, true
 }

@@ -52,20 +52,30 @@ func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(c
 	if err != nil {
 		return err
 	}
-	defer func() {
-		done, rerr := releaseBounded(ctx, l)
-		switch {
-		case !done:
-			c.cfg.log.Warn("lockx: release still under way at the deadline; it goes on without the caller", "key", key)
-		case rerr == nil || err != nil:
-		case errors.Is(rerr, ErrNotHeld):
-			err = fmt.Errorf("%w: %w", ErrLostBeforeRelease, rerr)
-		default: // fn's work stands; the key ends with its TTL
-			c.cfg.log.Warn("lockx: release failed twice; the lock ends with its TTL", "key", key, "err", rerr)
-		}
-	}()
-	err = fn(l.Context(), Fence{Number: l.Fence(), Holder: l.Token()})
-	return c.doneWith(l, err)
+	// Deferred, so a panicking fn still releases (End with nil: the
+	// panic goes on).
+	defer func() { err = c.End(ctx, l, err) }()
+	return fn(l.Context(), l.Fencing())
+}
+
+// End is the second half of Do for a caller that holds l without a
+// closure (Acquire, the work on l.Context() with l.Fencing(), then End):
+// it releases l after the work under it returned err, and reports the
+// outcome as Do does. ctx is the one given to Acquire; its deadline bounds
+// the wait for the release. Call it exactly once per Acquire.
+func (c *Client) End(ctx context.Context, l *Lock, err error) error {
+	err = c.doneWith(l, err)
+	done, rerr := releaseBounded(ctx, l)
+	switch {
+	case !done:
+		c.cfg.log.Warn("lockx: release still under way at the deadline; it goes on without the caller", "key", l.Key())
+	case rerr == nil || err != nil:
+	case errors.Is(rerr, ErrNotHeld):
+		err = fmt.Errorf("%w: %w", ErrLostBeforeRelease, rerr)
+	default: // the work stands; the key ends with its TTL
+		c.cfg.log.Warn("lockx: release failed twice; the lock ends with its TTL", "key", l.Key(), "err", rerr)
+	}
+	return err
 }
 
 // releaseBounded releases l, trying once more after a transport error. It

@@ -49,6 +49,9 @@ func (l *Lock) Token() string { return l.token }
 // harmless.
 func (l *Lock) Fence() int64 { return l.fence }
 
+// Fencing is the hold's Fence: its Number and its owner token.
+func (l *Lock) Fencing() Fence { return Fence{Number: l.fence, Holder: l.token} }
+
 // Depth is 1 for a first entry and n for the n-th nested re-entry.
 func (l *Lock) Depth() int { return l.depth }
 

@@ -232,77 +232,32 @@ func earliestDeadline(batch []*request) (time.Time, bool) {
 // and the reads before BEGIN; committed gets the results as soon as the
 // transaction committed.
 //
-// For a product held in stock buckets, Guard calls its fn once per bucket
-// it tries, one lock at a time: each call is one transaction for the
-// requests still open, and a request is answered once, when none is left
-// open (or the walk failed: the open ones get its error, the ones an
-// earlier bucket's transaction committed keep their result).
+// Inventory's Deduction hands the holds: one for a product held in one
+// row; for one held in stock buckets, one per bucket tried, each one
+// transaction for the requests still open. A request is answered once,
+// when none is left open (or the deduction failed: the open ones get its
+// error, the ones an earlier bucket's transaction committed keep their
+// result).
 func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request, committed func([]result)) []result {
 	res := make([]result, len(batch))
-	var soldOut bool
-	txEnd, inDoubtEnd := time.Now().Add(batchTxTimeout), time.Now().Add(batchTxTimeout+inDoubtTimeout)
+	end := txEnds{tx: time.Now().Add(batchTxTimeout), inDoubt: time.Now().Add(batchTxTimeout + inDoubtTimeout)}
 	if dl, ok := ctx.Deadline(); ok {
-		txEnd, inDoubtEnd = dl.Add(commitGrace), dl.Add(inDoubtGrace)
+		end = txEnds{tx: dl.Add(commitGrace), inDoubt: dl.Add(inDoubtGrace)}
 	}
-	err := s.inv.Guard(ctx, batch[0].admitted, func(ctx context.Context, take *inventory.Take) error {
-		// Checked once before BEGIN; from here the fence (or, without a
-		// lock, the conditional update) guards the write. A hold lost or a
-		// deadline passed does not cancel the transaction midway: it runs
-		// until the deadline plus commitGrace (A1), and a COMMIT cut there
-		// is in doubt like one whose connection broke, and looked up.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), txEnd)
-		defer cancel()
-		var err error
-		var got []result // this transaction's results; res once it committed
-		for attempt := 1; ; attempt++ {
-			committing := false
-			err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
-				take.Restart()
-				got = slices.Clone(res)
-				soldOut, err = s.commitTx(tx, take, batch, got)
-				committing = err == nil
-				return err
-			})
-			if committing && (dbx.ConnLost(err) || ctx.Err() != nil) {
-				// COMMIT was sent and its answer lost, or cut at txEnd: in
-				// doubt. Decided by what the database holds, not guessed.
-				var landed bool
-				rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), inDoubtEnd)
-				landed, err = s.resolveInDoubt(rctx, productID, got, err)
-				cancel()
-				if landed || err != nil {
-					break
-				}
-				err = errRolledBack // it did not land: run it again
-			}
-			// One retry layer: a deadlock victim, a COMMIT that did not
-			// land, or a twin committed by a writer that holds no product
-			// lock (the lock-free lab strategies), whose rerun's check then
-			// finds it.
-			if !dbx.Retryable(err) && !dbx.IsDuplicate(err) && !errors.Is(err, errRolledBack) {
-				break
-			}
-			if attempt == batchAttempts || !dbx.Pause(ctx, attempt) {
-				err = fmt.Errorf("%w: the batch kept meeting concurrent writers: %w", inventory.ErrBusy, err)
-				break
-			}
-		}
-		if err != nil {
-			return err
-		}
-		copy(res, got)
-		if !soldOut && !anyOpen(res) {
+	d := s.inv.Deduct(ctx, batch[0].admitted)
+	defer d.Close()
+	for d.Next() {
+		soldOut, err := s.commitHeld(d.Context(), d.Take(), productID, batch, res, end)
+		if err == nil && !soldOut && !anyOpen(res) {
 			// Answered now: the release that follows is a Redis call, slow
 			// in a failover. A batch that sold the product out answers once
 			// the books learned it (below), so its refused buyers' repeats
 			// find it.
 			committed(res)
 		}
-		return nil
-	})
+		d.Done(err)
+	}
+	err := d.Err()
 	for i := range res {
 		switch {
 		case err != nil && res[i].open():
@@ -311,16 +266,74 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 			res[i] = result{err: fmt.Errorf("%w: no stock bucket decided the order", inventory.ErrBusy)}
 		}
 	}
-	if err != nil {
-		return res
-	}
-	if soldOut {
-		// Inventory put the product in its sold-out book (Guard, after
-		// the release); read the buyers once, so a repeat buyer is
-		// answered from memory.
-		s.learnBuyers(ctx, productID)
+	if version, soldOut := d.SoldOut(); soldOut {
+		// Inventory put the product in its sold-out book (after the
+		// release); read the buyers once, so a repeat buyer is answered
+		// from memory.
+		s.buyersOf(ctx, productID, version)
 	}
 	return res
+}
+
+// txEnds are when a batch's transaction must end (txEnd) and its in-doubt
+// look-up (inDoubt), see commitGrace.
+type txEnds struct{ tx, inDoubt time.Time }
+
+// commitHeld runs the batch's transaction under one hold of the product's
+// stock (take, its context ctx), for the requests still open, retrying
+// what may be retried, and copies its results into res once it committed.
+// soldOut: the product is known to be sold out after it.
+//
+// Checked once before BEGIN; from here the fence (or, without a lock, the
+// conditional update) guards the write. A hold lost or a deadline passed
+// does not cancel the transaction midway: it runs until the deadline plus
+// commitGrace (A1), and a COMMIT cut there is in doubt like one whose
+// connection broke, and looked up.
+func (s *Service) commitHeld(ctx context.Context, take *inventory.Take, productID int64, batch []*request, res []result, end txEnds) (soldOut bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end.tx)
+	defer cancel()
+	var got []result // this transaction's results; res once it committed
+	for attempt := 1; ; attempt++ {
+		committing := false
+		err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
+			take.Restart()
+			got = slices.Clone(res)
+			soldOut, err = s.commitTx(tx, take, batch, got)
+			committing = err == nil
+			return err
+		})
+		if committing && (dbx.ConnLost(err) || ctx.Err() != nil) {
+			// COMMIT was sent and its answer lost, or cut at end.tx: in
+			// doubt. Decided by what the database holds, not guessed.
+			var landed bool
+			rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end.inDoubt)
+			landed, err = s.resolveInDoubt(rctx, productID, got, err)
+			cancel()
+			if landed || err != nil {
+				break
+			}
+			err = errRolledBack // it did not land: run it again
+		}
+		// One retry layer: a deadlock victim, a COMMIT that did not
+		// land, or a twin committed by a writer that holds no product
+		// lock (the lock-free lab strategies), whose rerun's check then
+		// finds it.
+		if !dbx.Retryable(err) && !dbx.IsDuplicate(err) && !errors.Is(err, errRolledBack) {
+			break
+		}
+		if attempt == batchAttempts || !dbx.Pause(ctx, attempt) {
+			err = fmt.Errorf("%w: the batch kept meeting concurrent writers: %w", inventory.ErrBusy, err)
+			break
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	copy(res, got)
+	return soldOut, nil
 }
 
 // errRolledBack is a batch transaction whose COMMIT was in doubt and did

@@ -56,22 +56,10 @@ func newBuyerBook() *buyerBook {
 	return &buyerBook{products: map[int64]*buyerList{}, readFor: buyersReadFor}
 }
 
-// SoldOutKnown reports whether this instance answers a seckill order for
-// productID from memory (the sold-out fast path): 409 sold_out, or the
-// buyer's existing order. Such answers stay cheap and are not rate limited.
-func (s *Service) SoldOutKnown(ctx context.Context, productID int64) bool {
-	_, soldOut := s.inv.SoldOut(ctx, productID)
-	return soldOut
-}
-
-// fromBook answers a seckill request from the sold-out fast path: answered
-// is false when the product is not known to be sold out, or its buyers
-// could not be read (the request then takes the locked path).
-func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Order, answered bool, err error) {
-	version, soldOut := s.inv.SoldOut(ctx, productID)
-	if !soldOut {
-		return Order{}, false, nil
-	}
+// fromBook answers a seckill request for a product inventory's sold-out
+// book has at version: answered is false when its buyers could not be read
+// (the request then takes the locked path).
+func (s *Service) fromBook(ctx context.Context, userID, productID, version int64) (o Order, answered bool, err error) {
 	l := s.buyersOf(ctx, productID, version)
 	if l == nil {
 		return Order{}, false, nil
@@ -96,13 +84,6 @@ func (s *Service) fromBook(ctx context.Context, userID, productID int64) (o Orde
 		s.metrics.replayed(KindSeckill)
 	}
 	return o, true, err
-}
-
-// learnBuyers reads the buyers of a product inventory just found sold out.
-func (s *Service) learnBuyers(ctx context.Context, productID int64) {
-	if version, soldOut := s.inv.SoldOut(ctx, productID); soldOut {
-		s.buyersOf(ctx, productID, version)
-	}
 }
 
 // buyersOf is the buyer list of productID sold out at version, read by one

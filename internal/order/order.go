@@ -115,16 +115,55 @@ func markerKey(userID, productID int64) string {
 }
 
 // Seckill places the user's one flash-sale order for productID. A repeat, in
-// any interleaving, returns the first order with created false. The checks
-// run cheapest first: the sold-out book (memory), the processed marker
-// (Redis), then the batch under the product lock, whose own check of the
-// order number (the database) is the one that decides.
+// any interleaving, returns the first order with created false. It is the
+// two halves below, one after the other; the HTTP handler calls them itself,
+// to rate limit between them what the check did not answer.
 func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, bool, error) {
+	return s.PlaceSeckill(ctx, s.CheckSeckill(ctx, userID, productID))
+}
+
+// SeckillCheck is a seckill request and what its check, asked once, up
+// front, found: whether this instance knows the product to be sold out
+// (inventory's sold-out book), and then the answer of the buyers book.
+type SeckillCheck struct {
+	userID, productID int64
+	soldOut           bool
+	answered          bool // o, err are the request's answer
+	o                 Order
+	err               error
+}
+
+// SoldOut reports whether the check found the product sold out here: the
+// request is answered from memory (409 sold_out, or the buyer's order),
+// cheap, so it is not rate limited.
+func (c SeckillCheck) SoldOut() bool { return c.soldOut }
+
+// CheckSeckill is the first half of Seckill: the sold-out book, asked once;
+// for a product in it, the buyers book answers (buyers.go), or, when its
+// buyers could not be read, leaves the request to PlaceSeckill.
+func (s *Service) CheckSeckill(ctx context.Context, userID, productID int64) SeckillCheck {
+	c := SeckillCheck{userID: userID, productID: productID}
+	var version int64
+	version, c.soldOut = s.inv.SoldOut(ctx, productID)
+	if c.soldOut && !s.cfg.NoIdempotency {
+		c.o, c.answered, c.err = s.fromBook(ctx, userID, productID, version)
+	}
+	return c
+}
+
+// PlaceSeckill is the second half of Seckill, for a request its check did
+// not answer. The flow of the seed: the processed marker (Redis), then the
+// batch (place): inventory admits, the product lock, the batch's own check
+// of the order numbers (the database, the one that decides), one
+// transaction, the answer, the release.
+func (s *Service) PlaceSeckill(ctx context.Context, c SeckillCheck) (Order, bool, error) {
+	if c.answered {
+		return c.o, false, c.err
+	}
+	userID, productID := c.userID, c.productID
 	no := SeckillNo(userID, productID)
 	if s.cfg.NoIdempotency {
 		no = randomNo("S")
-	} else if o, answered, err := s.fromBook(ctx, userID, productID); answered {
-		return o, false, err
 	} else if o, ok := s.fromMarker(ctx, userID, productID); ok {
 		return o, false, nil
 	}
@@ -204,11 +243,6 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
 	admitted, err := s.inv.Admit(ctx, o.ProductID, o.OrderNo, o.Quantity)
 	if err != nil {
-		if errors.Is(err, inventory.ErrSoldOut) {
-			// The gate refused on an empty row, which inventory now
-			// knows: read the buyers once, for the fast path.
-			s.learnBuyers(ctx, o.ProductID)
-		}
 		return Order{}, false, err
 	}
 	r := &request{o: o, admitted: admitted, done: make(chan result, 1)}

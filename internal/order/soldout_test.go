@@ -145,7 +145,7 @@ func TestSoldOutEndsOnRestock(t *testing.T) {
 		if _, _, err := s.orders.Seckill(ctx, 2, id); !errors.Is(err, inventory.ErrSoldOut) {
 			t.Fatalf("sold out: %v", err)
 		}
-		if !s.orders.SoldOutKnown(ctx, id) {
+		if !s.orders.CheckSeckill(ctx, 0, id).SoldOut() {
 			t.Fatal("the instance did not learn the sell-out")
 		}
 	}
@@ -210,7 +210,7 @@ func TestSoldOutLearnedFromGateRefusal(t *testing.T) {
 	if _, _, err := s.Seckill(ctx, 3, id); !errors.Is(err, inventory.ErrSoldOut) {
 		t.Fatalf("buyer 3: %v, want ErrSoldOut", err)
 	}
-	if !s.SoldOutKnown(ctx, id) {
+	if !s.CheckSeckill(ctx, 0, id).SoldOut() {
 		t.Fatal("a refusal by the gate did not teach the sold-out book")
 	}
 	// A fresh instance after Redis lost everything (markers, gate): the
