@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/seckill-lab/shop/loadtest/internal/scenario"
+	"github.com/seckill-lab/shop/loadtest/internal/faults"
 	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
 
@@ -15,11 +15,11 @@ func TestParseFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"race", scenario.FailoverCluster, scenario.FailoverSentinel, scenario.FailoverDBSemiSync, scenario.FailoverDBGalera}; !slices.Equal(o.Scenarios, want) {
+	if want := []string{"race", faults.FailoverCluster, faults.FailoverSentinel, faults.FailoverDBSemiSync, faults.FailoverDBGalera}; !slices.Equal(o.Scenarios, want) {
 		t.Fatalf("scenarios %v, want %v", o.Scenarios, want)
 	}
-	o, err = parse([]string{"--scenario", scenario.FailoverSentinel, "--expect-5xx", "502,504"}, func(string) string { return "" }, io.Discard)
-	if err != nil || !slices.Equal(o.Scenarios, []string{scenario.FailoverSentinel}) || !slices.Equal(o.Expect5xx, []string{"502", "504"}) {
+	o, err = parse([]string{"--scenario", faults.FailoverSentinel, "--expect-5xx", "502,504"}, func(string) string { return "" }, io.Discard)
+	if err != nil || !slices.Equal(o.Scenarios, []string{faults.FailoverSentinel}) || !slices.Equal(o.Expect5xx, []string{"502", "504"}) {
 		t.Fatalf("%v %v %v", o.Scenarios, o.Expect5xx, err)
 	}
 }

@@ -86,7 +86,7 @@ func (h runner) Chaos(ctx context.Context) report.Scenario {
 	go func() {
 		select {
 		case t0 := <-restockStart:
-			sleep(ctx, time.Until(t0.Add(h.O.ChaosDuration/2)))
+			harness.Sleep(ctx, time.Until(t0.Add(h.O.ChaosDuration/2)))
 			restocked <- e.Client.Restock(ctx, p.ID, max(1, int64(h.O.Stock)/4), "lt-chaos-restock-"+loadgen.RandomID(6))
 		case <-ctx.Done():
 			restocked <- ctx.Err()
@@ -133,7 +133,7 @@ func chaosSchedule(ttl time.Duration) []scheduledFault {
 		{At: 0.2, Fault: report.Fault{Name: "SIGKILL + restart", Instance: 1, Target: "instance 2"},
 			Inject: func(ctx context.Context, e *harness.Env, f *report.Fault) {
 				note(f, e.Cluster.Kill(1))
-				sleep(ctx, time.Second)
+				harness.Sleep(ctx, time.Second)
 				note(f, e.Cluster.Restart(ctx, 1))
 				f.Restarts = e.Cluster.Instances[1].Starts - 1
 			}},
@@ -144,7 +144,7 @@ func chaosSchedule(ttl time.Duration) []scheduledFault {
 		{At: 0.7, Fault: report.Fault{Name: "SIGSTOP past the lock TTL, then SIGCONT", Instance: 0, Target: "instance 1"},
 			Inject: func(ctx context.Context, e *harness.Env, f *report.Fault) {
 				note(f, e.Cluster.Signal(0, syscall.SIGSTOP))
-				sleep(context.WithoutCancel(ctx), ttl+time.Second)
+				harness.Sleep(context.WithoutCancel(ctx), ttl+time.Second)
 				note(f, e.Cluster.Signal(0, syscall.SIGCONT))
 			}},
 	}
@@ -165,7 +165,7 @@ func InjectFaults(ctx context.Context, e *harness.Env, schedule []scheduledFault
 		if sf.redis && e.Backend.RedisKind == "shared" {
 			continue
 		}
-		sleep(ctx, time.Until(t0.Add(time.Duration(sf.At*float64(duration)))))
+		harness.Sleep(ctx, time.Until(t0.Add(time.Duration(sf.At*float64(duration)))))
 		if ctx.Err() != nil {
 			break
 		}

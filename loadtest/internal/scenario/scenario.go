@@ -1,7 +1,7 @@
 // Package scenario holds the harness's scenarios and the one table that
-// names them: race, retry, pay, chaos and compare (scenarios.go), the Redis
-// failover parts (failover.go), network faults (partition.go, and compare's
-// partition column, compare_partition.go), and the bench (package bench).
+// names them: race, retry, pay, chaos and compare (scenarios.go, chaos.go),
+// the fault scenarios (failover parts and partitions, package faults), and
+// the bench (package bench).
 //
 // A scenario is a Func: it gets the harness (the flags in h.O, the logger,
 // the shop binary and work directory; h.Setup starts its shops on a fresh
@@ -21,9 +21,15 @@ package scenario
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/loadtest/internal/bench"
+	"github.com/seckill-lab/shop/loadtest/internal/faults"
 	"github.com/seckill-lab/shop/loadtest/internal/harness"
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 )
@@ -44,19 +50,19 @@ var Registry = []Entry{
 	{"pay", of(runner.Pay)},
 	{"chaos", of(runner.Chaos)},
 	{"compare", of(runner.Compare)},
-	{FailoverCluster, failoverPart(FailoverCluster)},
-	{FailoverSentinel, failoverPart(FailoverSentinel)},
-	{FailoverDBSemiSync, failoverPart(FailoverDBSemiSync)},
-	{FailoverDBGalera, failoverPart(FailoverDBGalera)},
-	{FailoverDBAsync, failoverPart(FailoverDBAsync)},
-	{"partition", of(runner.Partition)},
+	{faults.FailoverCluster, failoverPart(faults.FailoverCluster)},
+	{faults.FailoverSentinel, failoverPart(faults.FailoverSentinel)},
+	{faults.FailoverDBSemiSync, failoverPart(faults.FailoverDBSemiSync)},
+	{faults.FailoverDBGalera, failoverPart(faults.FailoverDBGalera)},
+	{faults.FailoverDBAsync, failoverPart(faults.FailoverDBAsync)},
+	{"partition", faults.Partition},
 	{"bench", bench.Run},
 }
 
 // Groups are names that stand for several scenarios.
 var Groups = map[string][]string{
 	"all":      {"race", "retry", "pay", "chaos", "compare"},
-	"failover": {FailoverCluster, FailoverSentinel, FailoverDBSemiSync, FailoverDBGalera}, // each starts its own Redis or database; not the unsafe failover-db-async
+	"failover": {faults.FailoverCluster, faults.FailoverSentinel, faults.FailoverDBSemiSync, faults.FailoverDBGalera}, // each starts its own Redis or database; not the unsafe failover-db-async
 }
 
 // runner is the harness seen from this package: the scenarios are its
@@ -68,7 +74,7 @@ func of(m func(runner, context.Context) report.Scenario) Func {
 }
 
 func failoverPart(part string) Func {
-	return func(ctx context.Context, h *harness.Harness) report.Scenario { return runner{h}.Failover(ctx, part) }
+	return func(ctx context.Context, h *harness.Harness) report.Scenario { return faults.Failover(ctx, h, part) }
 }
 
 // Lookup finds a scenario by name.
@@ -98,4 +104,35 @@ func Run(ctx context.Context, h *harness.Harness, name string) report.Scenario {
 		r.Pass = false
 	}
 	return r
+}
+
+// unexpectedServerErrors counts answers that A1 forbids: any 5xx but 503
+// (a dependency that cannot answer is 503 with Retry-After, and is resent)
+// and the statuses expected from something in front of the shop.
+func unexpectedServerErrors(byOutcome map[string]int, expected []string) (int, string) {
+	n := 0
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(byOutcome)) {
+		status, _, _ := strings.Cut(k, " ")
+		if strings.HasPrefix(k, "5") && status != "503" && !slices.Contains(expected, status) {
+			n += byOutcome[k]
+			kinds = append(kinds, fmt.Sprintf("%s: %d", k, byOutcome[k]))
+		}
+	}
+	return n, strings.Join(kinds, ", ")
+}
+
+// checkA1 fails a scenario whose clients got a server error other than 503
+// (or an expected one, see --expect-5xx).
+func checkA1(r *report.Scenario, expected []string) {
+	sums := []loadgen.Summary{r.Summary}
+	for _, c := range r.Compare {
+		sums = append(sums, c.Summary)
+	}
+	for _, s := range sums {
+		if n, kinds := unexpectedServerErrors(s.ByOutcome, expected); n > 0 {
+			r.Pass = false
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d answers were server errors other than 503 (%s); the shops' logs say where they came from", n, kinds))
+		}
+	}
 }

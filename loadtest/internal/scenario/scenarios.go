@@ -7,9 +7,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/seckill-lab/shop/loadtest/internal/faults"
 	"github.com/seckill-lab/shop/loadtest/internal/harness"
 
 	"github.com/seckill-lab/shop/internal/inventory"
@@ -17,11 +16,6 @@ import (
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
-
-func (h runner) RaceConfig(e *harness.Env, name string) loadgen.Config {
-	return loadgen.Config{Client: e.Client, AdminToken: e.Client.AdminToken, Users: h.O.Users, Stock: int64(h.O.Stock),
-		Concurrency: h.O.Concurrency, Timeout: h.O.Timeout, Progress: h.Progress(name)}
-}
 
 // race: U buyers, one seckill request each, S units, spread round-robin.
 func (h runner) Race(ctx context.Context) report.Scenario {
@@ -126,36 +120,6 @@ func (h runner) Pay(ctx context.Context) report.Scenario {
 	return r
 }
 
-// raceClocked runs the race (reporting progress as cfg says) and sends on
-// loadStart when its buyers start: Race creates products and logs buyers in
-// first, and the faults' clock starts with the buyers.
-func (h runner) RaceClocked(ctx context.Context, cfg loadgen.Config, loadStart chan<- time.Time) (loadgen.Result, error) {
-	inner := cfg.Progress
-	once := sync.Once{}
-	cfg.Progress = func(st loadgen.Stats) {
-		once.Do(func() { loadStart <- time.Now().Add(-st.Elapsed) })
-		if inner != nil {
-			inner(st)
-		}
-	}
-	cfg.ProgressEvery = 100 * time.Millisecond
-	res, err := loadgen.Race(ctx, cfg)
-	h.EndProgress()
-	return res, err
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // compare runs the same race + retry load against every strategy, and
 // against lock-fence with idempotency off, each on a fresh backend.
 func (h runner) Compare(ctx context.Context) report.Scenario {
@@ -236,8 +200,8 @@ func (h runner) Compare(ctx context.Context) report.Scenario {
 			cr.Error = err.Error()
 		}
 		e.Close()
-		if h.O.CompareNet && partitionRows[row.row] {
-			cr.Partition = h.comparePartition(ctx, row.Strategy, netSeed)
+		if h.O.CompareNet && faults.PartitionRows[row.row] {
+			cr.Partition = faults.ComparePartition(ctx, h.Harness, row.Strategy, netSeed)
 		}
 		r.Compare = append(r.Compare, cr)
 	}
@@ -251,6 +215,6 @@ func (h runner) Compare(ctx context.Context) report.Scenario {
 	if !unsafeCaught {
 		r.Notes = append(r.Notes, "FAIL: no unsafe row showed a violation: a checker that cannot fail is broken")
 	}
-	judgeComparePartitions(&r)
+	faults.JudgeComparePartitions(&r)
 	return r
 }

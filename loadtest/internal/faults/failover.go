@@ -1,14 +1,12 @@
-package scenario
+package faults
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -280,16 +278,16 @@ func (h runner) sizedStart(ctx context.Context, loadStart <-chan time.Time, st *
 	case <-ctx.Done():
 		return t0, nil, false
 	}
-	sleep(ctx, time.Until(t0.Add(time.Second)))
+	harness.Sleep(ctx, time.Until(t0.Add(time.Second)))
 	return t0, st.Size(ctx, t0, h.O.ChaosDuration), true
 }
 
 // sizeBefore sizes the hot product half a second before a fault at `at`
 // from t0, then waits for the fault's time.
 func (h runner) sizeBefore(ctx context.Context, t0 time.Time, at time.Duration, st *stocker) error {
-	sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
+	harness.Sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
 	err := st.Size(ctx, t0, h.O.ChaosDuration)
-	sleep(ctx, time.Until(t0.Add(at)))
+	harness.Sleep(ctx, time.Until(t0.Add(at)))
 	return err
 }
 
@@ -457,35 +455,4 @@ func startTopology(ctx context.Context, part string) (*topology, error) {
 		return galeraTopology(sctx)
 	}
 	return nil, fmt.Errorf("unknown failover part %q", part)
-}
-
-// unexpectedServerErrors counts answers that A1 forbids: any 5xx but 503
-// (a dependency that cannot answer is 503 with Retry-After, and is resent)
-// and the statuses expected from something in front of the shop.
-func unexpectedServerErrors(byOutcome map[string]int, expected []string) (int, string) {
-	n := 0
-	var kinds []string
-	for _, k := range slices.Sorted(maps.Keys(byOutcome)) {
-		status, _, _ := strings.Cut(k, " ")
-		if strings.HasPrefix(k, "5") && status != "503" && !slices.Contains(expected, status) {
-			n += byOutcome[k]
-			kinds = append(kinds, fmt.Sprintf("%s: %d", k, byOutcome[k]))
-		}
-	}
-	return n, strings.Join(kinds, ", ")
-}
-
-// checkA1 fails a scenario whose clients got a server error other than 503
-// (or an expected one, see --expect-5xx).
-func checkA1(r *report.Scenario, expected []string) {
-	sums := []loadgen.Summary{r.Summary}
-	for _, c := range r.Compare {
-		sums = append(sums, c.Summary)
-	}
-	for _, s := range sums {
-		if n, kinds := unexpectedServerErrors(s.ByOutcome, expected); n > 0 {
-			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d answers were server errors other than 503 (%s); the shops' logs say where they came from", n, kinds))
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package scenario
+package faults
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
-// partitionRows are the compare rows that also run under network faults
+// PartitionRows are the compare rows that also run under network faults
 // (--compare-partitions): the strategies that take the product lock, and
 // naive; with no lab pause, so only the network can make a holder outlive
 // its lease.
-var partitionRows = map[string]bool{"naive": true, "lock (pause > TTL)": true, "lock-conditional (pause > TTL)": true, "lock-fence (pause > TTL)": true}
+var PartitionRows = map[string]bool{"naive": true, "lock (pause > TTL)": true, "lock-conditional (pause > TTL)": true, "lock-fence (pause > TTL)": true}
 
 // leaseSchedule is the faults that make a lock holder outlive its lease,
 // drawn from seed: again and again one instance is cut from Redis (a black
@@ -92,19 +92,19 @@ func (h runner) comparePartition(ctx context.Context, strategy string, seed int6
 		case <-ctx.Done():
 			return
 		}
-		sleep(ctx, time.Until(t0.Add(time.Second)))
+		harness.Sleep(ctx, time.Until(t0.Add(time.Second)))
 		_ = st.Size(ctx, t0, h.O.ChaosDuration)
 		for _, f := range plan {
-			sleep(ctx, time.Until(t0.Add(f.At-300*time.Millisecond)))
+			harness.Sleep(ctx, time.Until(t0.Add(f.At-300*time.Millisecond)))
 			_ = st.Size(ctx, t0, h.O.ChaosDuration)
-			sleep(ctx, time.Until(t0.Add(f.At)))
+			harness.Sleep(ctx, time.Until(t0.Add(f.At)))
 			if ctx.Err() != nil {
 				return
 			}
 			if err := f.inject(ctx, e.Net); err != nil && cell.Error == "" {
 				cell.Error = "inject " + f.String() + ": " + err.Error()
 			}
-			sleep(context.WithoutCancel(ctx), f.Lasted)
+			harness.Sleep(context.WithoutCancel(ctx), f.Lasted)
 			_ = e.Net.Heal(context.WithoutCancel(ctx))
 		}
 	}()
@@ -128,9 +128,9 @@ func (h runner) comparePartition(ctx context.Context, strategy string, seed int6
 	return cell
 }
 
-// judgeComparePartitions: the partition column passes when lock-fence is
+// JudgeComparePartitions: the partition column passes when lock-fence is
 // clean under the faults and at least one unsafe row is caught by them.
-func judgeComparePartitions(r *report.Scenario) {
+func JudgeComparePartitions(r *report.Scenario) {
 	safeClean, caught, ran := false, 0, false
 	for _, c := range r.Compare {
 		if c.Partition == nil {

@@ -1,4 +1,4 @@
-package scenario
+package faults
 
 import (
 	"context"
@@ -175,7 +175,7 @@ func (f netFault) inject(ctx context.Context, n *harness.Net) error {
 	var errs []error
 	if f.SlowDB > 0 && f.Instance >= 0 && n.MySQL != nil {
 		errs = append(errs, n.MySQL[f.Instance].Inject(topo.Fault{Kind: topo.Latency, Dir: topo.Up, Delay: f.SlowDB}))
-		sleep(ctx, slowLead)
+		harness.Sleep(ctx, slowLead)
 	}
 	for k, l := range links {
 		if f.Cut != "" {
@@ -343,7 +343,7 @@ func (h runner) runPartitions(ctx context.Context, e *harness.Env, plan []netFau
 			Before: e.MetricsNow(ctx), Start: time.Now(), At: time.Since(t0), Bound: partTTL + 3*time.Second}
 		err = errors.Join(sizeErr, err, f.inject(ctx, e.Net))
 		sizeErr = nil
-		sleep(context.WithoutCancel(ctx), f.Lasted)
+		harness.Sleep(context.WithoutCancel(ctx), f.Lasted)
 		err = errors.Join(err, e.Net.Heal(context.WithoutCancel(ctx)))
 		row.Healed = time.Now()
 		row.Lasted = row.Healed.Sub(row.Start)
