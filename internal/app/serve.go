@@ -59,6 +59,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if lab := c.Lab(); len(lab) > 0 {
 		log.Warn("!!! LAB MODE: UNSAFE SWITCHES ARE ON; this instance demonstrates failures, never run it for real !!!", "switches", lab)
 	}
+	if c.PprofAddr != "" {
+		stop, err := startProfiler(c.PprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	db, rdb, err := backends(ctx, c, log)
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ type Config struct {
 	ShutdownWait  time.Duration
 	LogLevel      string
 	LogFormat     string
+	PprofAddr     string // listen address of net/http/pprof; empty: off
 	LabRoutes     bool
 
 	LabPauseAfterLock   time.Duration
@@ -210,6 +211,7 @@ var settings = []setting{
 	{"shutdown-wait", "SHOP_SHUTDOWN_WAIT", "10s", "how long graceful shutdown waits for requests in flight", dur(func(c *Config) *time.Duration { return &c.ShutdownWait })},
 	{"log-level", "SHOP_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 	{"log-format", "SHOP_LOG_FORMAT", "text", "text or json", str(func(c *Config) *string { return &c.LogFormat })},
+	{"pprof-addr", "SHOP_PPROF_ADDR", "", "listen address of the Go profiler (net/http/pprof under /debug/pprof/, its own listener, no auth: bind it to loopback); empty: off", str(func(c *Config) *string { return &c.PprofAddr })},
 	{"lab-routes", "SHOP_LAB_ROUTES", "true", "serve the admin-only lab routes (server-side flash-sale race)", boolean(func(c *Config) *bool { return &c.LabRoutes })},
 	{"lab-pause-after-lock", "SHOP_LAB_PAUSE_AFTER_LOCK", "0s", "LAB FAULT: pause a lock holder this long after it obtains the lock", dur(func(c *Config) *time.Duration { return &c.LabPauseAfterLock })},
 	{"lab-pause-probability", "SHOP_LAB_PAUSE_PROBABILITY", "1", "LAB FAULT: probability (0..1) that a holder pauses", func(c *Config, v string) error {
