@@ -89,7 +89,7 @@ func New(d Deps) http.Handler {
 		writeError(c, newError("method_not_allowed", truncate(c.Request.Method, 16)+" is not allowed on "+truncate(c.Request.URL.Path, 256)))
 	})
 	a := &api{
-		auth:     &authn{secret: []byte(d.AuthSecret), admin: []byte(d.AdminToken), ttl: d.TokenTTL},
+		auth:     newAuthn([]byte(d.AuthSecret), []byte(d.AdminToken), d.TokenTTL),
 		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit, audits: newAuditMetrics(d.Registry),
 		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
 		limits: d.Limits,
