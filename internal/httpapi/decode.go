@@ -35,7 +35,9 @@ func decode(c *gin.Context, v any, rule bodyRule) error {
 		if rule == bodyRequired {
 			return invalid(map[string]string{"body": "a JSON object is required"})
 		}
-		b = []byte("{}")
+		// Read as {}, which sets no field of v's struct: only its own
+		// checks are left (most seckill requests have no body).
+		return validated(v)
 	} else if ct := c.GetHeader("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -76,6 +78,11 @@ func decode(c *gin.Context, v any, rule bodyRule) error {
 	default:
 		return newError("invalid_json", "the body is not valid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
 	}
+	return validated(v)
+}
+
+// validated runs v's own checks, if it has any.
+func validated(v any) error {
 	if val, ok := v.(validator); ok {
 		if fields := val.validate(); len(fields) > 0 {
 			return invalid(fields)

@@ -162,6 +162,10 @@ func recovery() gin.HandlerFunc {
 // chunked bodies are limited too, and keeps the bytes for later stages.
 func readBody() gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if c.Request.Body == http.NoBody { // (most seckill requests)
+			c.Next()
+			return
+		}
 		if c.Request.ContentLength > MaxBody {
 			writeError(c, newError("body_too_large", fmt.Sprintf("the body must not exceed %d bytes", MaxBody)))
 			return
