@@ -156,9 +156,26 @@ func (c *sniffConn) line() {
 		}
 		return
 	}
-	start := bytes.ToLower(c.start)
-	c.sawCL = c.sawCL || bytes.HasPrefix(start, hdrCL)
-	c.sawTE = c.sawTE || bytes.HasPrefix(start, hdrTE)
+	c.sawCL = c.sawCL || hasPrefixFold(c.start, hdrCL)
+	c.sawTE = c.sawTE || hasPrefixFold(c.start, hdrTE)
+}
+
+// hasPrefixFold reports whether b starts with the lower-case ASCII prefix
+// in any case, without the copy bytes.ToLower made of every header line.
+func hasPrefixFold(b, prefix []byte) bool {
+	if len(b) < len(prefix) {
+		return false
+	}
+	for i, p := range prefix {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != p {
+			return false
+		}
+	}
+	return true
 }
 
 // ambiguousLength answers 400 to a request whose head had both
