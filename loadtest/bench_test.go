@@ -47,6 +47,7 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := rep.Scenarios[0].Bench
+	checkCPUShape(t, b)
 	// 1 instance; 2 product-affine; 3 product-affine after its baseline
 	// (1 instance of the same cluster); 3 round robin; (3 behind nginx
 	// after its baseline, when nginx is installed); 3 round robin on
@@ -75,5 +76,48 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	if !bytes.Contains(html, []byte("committed orders per second")) {
 		t.Error("report.html lacks the orders/s chart")
+	}
+}
+
+// checkCPUShape: in report.json as written, the first hot-product phase,
+// the sold-out phase and /healthz carry cpu_us_per_order with exactly
+// shop, mariadbd and redis (issue 33); an uncapped run has no capped list.
+func checkCPUShape(t *testing.T, b []byte) {
+	t.Helper()
+	var doc struct {
+		Scenarios []struct {
+			Bench map[string]json.RawMessage `json:"bench"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Scenarios) == 0 {
+		t.Fatalf("report.json: %v", err)
+	}
+	bench := doc.Scenarios[0].Bench
+	var orders []map[string]json.RawMessage
+	if err := json.Unmarshal(bench["orders"], &orders); err != nil || len(orders) == 0 {
+		t.Fatalf("orders: %v", err)
+	}
+	phases := map[string]json.RawMessage{"orders[0]": orders[0]["cpu_us_per_order"]}
+	for _, k := range []string{"sold_out", "healthz"} {
+		var phase map[string]json.RawMessage
+		if err := json.Unmarshal(bench[k], &phase); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		phases[k] = phase["cpu_us_per_order"]
+	}
+	for where, raw := range phases {
+		var us map[string]float64
+		if err := json.Unmarshal(raw, &us); err != nil || len(us) != 3 || us["shop"] <= 0 {
+			t.Errorf("%s: cpu_us_per_order %s, want exactly shop (above 0), mariadbd and redis", where, raw)
+			continue
+		}
+		for _, k := range []string{"shop", "mariadbd", "redis"} {
+			if _, ok := us[k]; !ok {
+				t.Errorf("%s: cpu_us_per_order %s lacks %s", where, raw, k)
+			}
+		}
+	}
+	if _, ok := bench["capped"]; ok {
+		t.Errorf("an uncapped run has a capped list: %s", bench["capped"])
 	}
 }

@@ -105,6 +105,7 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 		}
 	}
 	br.Targets = report.BenchTargets(br)
+	br.Capped = report.BenchCappedRuns(br)
 	if len(br.Orders) > 0 { // the summary line shows the one-instance hot product
 		l := br.Orders[0].Load
 		r.Summary = loadgen.Summary{Requests: l.Requests, Duration: time.Duration(l.Seconds * float64(time.Second)), P50: l.P50, P90: l.P90, P99: l.P99, Max: l.Max,
@@ -170,7 +171,7 @@ func (h runner) startShops(ctx context.Context, b *shops.Backend, n int, name st
 	place := func(int) shops.Placement { return shops.Placement{CPU: h.O.Bench.InstanceCPU} }
 	c, err := shops.StartPlaced(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, common, extra, place)
 	if err == nil && br.InstanceCPU == "" && len(c.Instances) > 0 {
-		br.InstanceCPU = c.Instances[0].CPUQuota()
+		br.InstanceCPU, br.InstanceCPUs = c.Instances[0].CPUQuota()
 	}
 	return c, err
 }
@@ -179,7 +180,10 @@ func (h runner) startShops(ctx context.Context, b *shops.Backend, n int, name st
 // has cores of its own: a sale of 12 products at once, load spread evenly
 // and each product's orders sent to one instance, on one capped instance
 // and then on three; and sold-out refusals on three capped instances,
-// round robin, beside the one-instance phase's.
+// round robin, beside the one-instance phase's. One hot product on one and
+// three capped instances (affinity, and K=3 buckets on three) needs no
+// phase of its own: the phases before this one run capped too, and the
+// report's capped list picks them out (report.BenchCappedRuns).
 func (h runner) BenchCapped(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), common []string, users *benchUsers, br *report.Bench) error {
 	o := h.O.Bench
 	many := func(n int) (report.BenchOrders, *shops.Cluster, error) {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"time"
@@ -11,10 +12,13 @@ type Bench struct {
 	Phase time.Duration `json:"phase_ns"`
 	// InstanceCPU: each shop instance's CPU cap as read back from its
 	// cgroup (--instance-cpu); "" uncapped.
-	InstanceCPU string        `json:"instance_cpu,omitempty"`
-	Raw         BenchRaw      `json:"raw"`
-	Orders      []BenchOrders `json:"orders"`
-	SoldOut     BenchRate     `json:"sold_out"`
+	InstanceCPU string `json:"instance_cpu,omitempty"`
+	// InstanceCPUs is the same cap as a fraction of a core, from the
+	// same read; report.json has it in each Capped entry.
+	InstanceCPUs float64       `json:"-"`
+	Raw          BenchRaw      `json:"raw"`
+	Orders       []BenchOrders `json:"orders"`
+	SoldOut      BenchRate     `json:"sold_out"`
 	// SoldOut3: the sold-out refusals on three capped instances, round
 	// robin, beside SoldOut's one (--instance-cpu only).
 	SoldOut3     *BenchRate    `json:"sold_out_3_instances,omitempty"`
@@ -23,6 +27,9 @@ type Bench struct {
 	Memory       BenchMemory   `json:"memory"`
 	OneUnit      BenchOneUnit  `json:"one_unit"`
 	Targets      []BenchTarget `json:"targets"`
+	// Capped: what each workload did on capped instances, one entry per
+	// workload and instance count, for tools (--instance-cpu only).
+	Capped []BenchCappedRun `json:"capped,omitempty"`
 }
 
 // benchRaw is the raw database ceiling.
@@ -82,6 +89,72 @@ type BenchCPU struct {
 	MariaDB   float64   `json:"mariadb_us"`   // 0: not measured (SQLite, or the server not readable)
 	Redis     float64   `json:"redis_us"`     // 0: not measured (in-process Redis)
 	IdleShare float64   `json:"idle_share"`   // of the machine's CPU time
+}
+
+// BenchCPUUs is a phase's CPU per unit in the shape issue 33's tools read
+// (report.json's cpu_us_per_order: per committed order, per refusal in
+// the sold-out phases, per request for /healthz). It is BenchCPU's
+// figures, written beside it, never measured on its own.
+type BenchCPUUs struct {
+	Shop    float64 `json:"shop"`     // all shop instances together
+	MariaDB float64 `json:"mariadbd"` // 0: not measured
+	Redis   float64 `json:"redis"`    // 0: not measured
+}
+
+// Us is c's figures as cpu_us_per_order; nil when c is.
+func (c *BenchCPU) Us() *BenchCPUUs {
+	if c == nil {
+		return nil
+	}
+	return &BenchCPUUs{Shop: c.Shop, MariaDB: c.MariaDB, Redis: c.Redis}
+}
+
+// NoIdle reports whether the machine had no idle CPU over the measured
+// window (under 2%): the machine, not the shop or its cap, set the figure.
+func (c *BenchCPU) NoIdle() bool { return c != nil && c.IdleShare < 0.02 }
+
+// plus is the CPU of two halves of one phase as one: the times per unit
+// weighted by the units each half counted, the idle share by its seconds.
+// A half without a measurement leaves the other's.
+func (c *BenchCPU) plus(d *BenchCPU, cUnits, dUnits int64, cSec, dSec float64) *BenchCPU {
+	if c == nil || d == nil || cUnits+dUnits <= 0 || cSec+dSec <= 0 {
+		if c == nil {
+			return d
+		}
+		return c
+	}
+	per := func(a, b float64) float64 {
+		return (a*float64(cUnits) + b*float64(dUnits)) / float64(cUnits+dUnits)
+	}
+	out := &BenchCPU{Per: c.Per, Shop: per(c.Shop, d.Shop), MariaDB: per(c.MariaDB, d.MariaDB), Redis: per(c.Redis, d.Redis),
+		IdleShare: (c.IdleShare*cSec + d.IdleShare*dSec) / (cSec + dSec)}
+	if len(c.ShopEach) == len(d.ShopEach) {
+		for i := range c.ShopEach {
+			out.ShopEach = append(out.ShopEach, per(c.ShopEach[i], d.ShopEach[i]))
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes the phase with cpu_us_per_order beside cpu_per_order,
+// from the same measurement.
+func (o BenchOrders) MarshalJSON() ([]byte, error) {
+	type plain BenchOrders // (without this method)
+	return json.Marshal(struct {
+		plain
+		Us *BenchCPUUs `json:"cpu_us_per_order,omitempty"`
+	}{plain(o), o.CPU.Us()})
+}
+
+// MarshalJSON writes the load with cpu_us_per_order beside
+// cpu_per_request, from the same measurement (absent where the load's CPU
+// is not measured, as in a hot-product phase's load).
+func (r BenchRate) MarshalJSON() ([]byte, error) {
+	type plain BenchRate
+	return json.Marshal(struct {
+		plain
+		Us *BenchCPUUs `json:"cpu_us_per_order,omitempty"`
+	}{plain(r), r.CPU.Us()})
 }
 
 // benchSample is one second of a hot-product phase.
@@ -170,6 +243,7 @@ func (r BenchRate) Plus(s BenchRate) BenchRate {
 	}
 	out.P50, out.P90, out.P99, out.Max = max(r.P50, s.P50), max(r.P90, s.P90), max(r.P99, s.P99), max(r.Max, s.Max)
 	out.Answers, out.Failures = AddCounts(r.Answers, s.Answers), AddCounts(r.Failures, s.Failures)
+	out.CPU = r.CPU.plus(s.CPU, int64(r.Sent), int64(s.Sent), r.Seconds, s.Seconds)
 	return out
 }
 
@@ -208,6 +282,7 @@ func (o BenchOrders) Plus(p BenchOrders) BenchOrders {
 		s.T += o.Seconds
 		out.Series = append(out.Series, s)
 	}
+	out.CPU = o.CPU.plus(p.CPU, o.Committed, p.Committed, o.Seconds, p.Seconds)
 	out.Load = o.Load.Plus(p.Load)
 	out.Answers = out.Load.Answers
 	return out

@@ -171,6 +171,7 @@ func WriteBench(w io.Writer, br *Bench) {
 			fmt.Fprintf(w, "          connects dropped on a full listen queue (kernel, whole machine): %d; somaxconn %d\n", m.ListenOverflows, m.SoMaxConn)
 		}
 	}
+	writeCapped(w, br.Capped)
 	for _, t := range br.Targets {
 		verdict := "met"
 		if !t.Met {
@@ -189,8 +190,12 @@ func writeCPU(w io.Writer, c *BenchCPU) {
 	for i, v := range c.ShopEach {
 		each[i] = strconv.FormatFloat(v, 'f', 0, 64)
 	}
-	fmt.Fprintf(w, "          CPU per %s: shop %.0f µs (%s), mariadbd %.0f µs, redis-server %.0f µs; machine idle %.0f%%\n",
-		c.Per, c.Shop, strings.Join(each, " + "), c.MariaDB, c.Redis, c.IdleShare*100)
+	noIdle := ""
+	if c.NoIdle() {
+		noIdle = ": NO IDLE CPU, the machine set this phase's figures"
+	}
+	fmt.Fprintf(w, "          CPU per %s: shop %.0f µs (%s), mariadbd %.0f µs, redis-server %.0f µs; machine idle %.0f%%%s\n",
+		c.Per, c.Shop, strings.Join(each, " + "), c.MariaDB, c.Redis, c.IdleShare*100, noIdle)
 }
 
 func trimFloat2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
