@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 )
 
@@ -53,18 +54,18 @@ func TestBenchEndToEnd(t *testing.T) {
 	// after its baseline, when nginx is installed); 3 round robin on
 	// stock buckets; 1 with coalescing off, last.
 	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 6 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
-		br.Orders[3].OrdersPerSec <= 0 || br.Orders[3].OfOne <= 0 || br.Orders[3].Routing != report.RouteAffine || br.Orders[3].Instances != 3 ||
+		br.Orders[3].OrdersPerSec <= 0 || br.Orders[3].OfOne <= 0 || br.Orders[3].Routing != benchreport.RouteAffine || br.Orders[3].Instances != 3 ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
 	}
 	for i, o := range br.Orders {
-		if o.Instances == 3 && (o.Routing == report.RouteAffine || o.Routing == report.RouteNginx) {
-			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 || report.BaselineHalves(br.Orders, i) == nil {
+		if o.Instances == 3 && (o.Routing == benchreport.RouteAffine || o.Routing == benchreport.RouteNginx) {
+			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 || benchreport.BaselineHalves(br.Orders, i) == nil {
 				t.Errorf("%s: no baseline measured around it: %+v then %+v", o.Label(), base, o)
 			}
 		}
 	}
-	if i := slices.IndexFunc(br.Orders, func(o report.BenchOrders) bool { return o.Routing == report.RouteBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
+	if i := slices.IndexFunc(br.Orders, func(o benchreport.Orders) bool { return o.Routing == benchreport.RouteBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
 		t.Errorf("the stock-bucket phase lacks its figure: %+v", br.Orders)
 	}
 	if br.OneUnit.Orders != 1 || br.OneUnit.Buyers < 100 {

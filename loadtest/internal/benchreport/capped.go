@@ -1,4 +1,4 @@
-package report
+package benchreport
 
 import (
 	"fmt"
@@ -14,10 +14,10 @@ const (
 	CappedBuckets  = "hot-buckets"  // one hot product, round robin, K=3 stock buckets
 )
 
-// BenchCappedRun is one workload on capped instances (--instance-cpu), in
+// CappedRun is one workload on capped instances (--instance-cpu), in
 // the shape issue 33's tools read. It is a phase's own figures, picked out
 // of the report, never measured on its own.
-type BenchCappedRun struct {
+type CappedRun struct {
 	Workload    string  `json:"workload"`     // one of the Capped names
 	Instances   int     `json:"instances"`    // capped instances the load went to
 	InstanceCPU float64 `json:"instance_cpu"` // each one's cap, a fraction of a core, read back from its cgroup
@@ -28,26 +28,26 @@ type BenchCappedRun struct {
 }
 
 // NoIdle reports whether the machine had no idle CPU over the measurement.
-func (c BenchCappedRun) NoIdle() bool { return c.IdlePct != nil && *c.IdlePct < 2 }
+func (c CappedRun) NoIdle() bool { return c.IdlePct != nil && *c.IdlePct < 2 }
 
-// BenchCappedRuns picks the capped list out of br's phases: many on 1 and
+// CappedRuns picks the capped list out of br's phases: many on 1 and
 // 3 instances, soldout on 1 and 3, hot-affinity on 1 (the baseline the 3
 // are judged against) and 3, hot-buckets on 3. A phase that did not run is
 // left out; nil when the instances were not capped.
-func BenchCappedRuns(br *Bench) []BenchCappedRun {
+func CappedRuns(br *Report) []CappedRun {
 	if br.InstanceCPUs <= 0 {
 		return nil
 	}
-	var out []BenchCappedRun
-	add := func(workload string, instances int, perSec float64, cpu *BenchCPU) {
-		run := BenchCappedRun{Workload: workload, Instances: instances, InstanceCPU: br.InstanceCPUs, PerSec: perSec}
+	var out []CappedRun
+	add := func(workload string, instances int, perSec float64, cpu *CPU) {
+		run := CappedRun{Workload: workload, Instances: instances, InstanceCPU: br.InstanceCPUs, PerSec: perSec}
 		if cpu != nil {
 			idle := cpu.IdleShare * 100
 			run.IdlePct = &idle
 		}
 		out = append(out, run)
 	}
-	orders := func(workload string, o BenchOrders) { add(workload, o.Instances, o.OrdersPerSec, o.CPU) }
+	orders := func(workload string, o Orders) { add(workload, o.Instances, o.OrdersPerSec, o.CPU) }
 	for _, n := range []int{1, 3} {
 		for _, o := range br.Orders {
 			if o.Routing == RouteMany && o.Instances == n && o.Seconds > 0 {
@@ -82,7 +82,7 @@ func BenchCappedRuns(br *Bench) []BenchCappedRun {
 
 // writeCapped prints one line per capped entry, marking the ones whose
 // machine had no idle CPU (their figure is the machine's, not the cap's).
-func writeCapped(w io.Writer, runs []BenchCappedRun) {
+func writeCapped(w io.Writer, runs []CappedRun) {
 	for _, c := range runs {
 		unit := "committed orders/s"
 		if c.Workload == CappedSoldOut {

@@ -1,4 +1,4 @@
-package report
+package benchreport
 
 import (
 	"bytes"
@@ -16,10 +16,10 @@ import (
 // the rate is the whole's, a quantile is the larger half's, and the mean
 // batch is weighted by the orders each half committed.
 func TestBenchHalvesAddUp(t *testing.T) {
-	a := BenchOrders{Committed: 3000, Seconds: 1, BatchMean: 30, Series: []BenchSample{{T: 1, Orders: 3000}},
-		Load: BenchRate{Requests: 3000, Seconds: 1, PerSec: 3000, P50: 10 * time.Millisecond, P99: 40 * time.Millisecond, Answers: map[string]int{"201": 3000}}}
-	b := BenchOrders{Committed: 1000, Seconds: 1, BatchMean: 10, Series: []BenchSample{{T: 1, Orders: 1000}},
-		Load: BenchRate{Requests: 1000, Seconds: 1, PerSec: 1000, P50: 20 * time.Millisecond, P99: 30 * time.Millisecond, Answers: map[string]int{"201": 1000, "503 busy": 2}}}
+	a := Orders{Committed: 3000, Seconds: 1, BatchMean: 30, Series: []Sample{{T: 1, Orders: 3000}},
+		Load: Rate{Requests: 3000, Seconds: 1, PerSec: 3000, P50: 10 * time.Millisecond, P99: 40 * time.Millisecond, Answers: map[string]int{"201": 3000}}}
+	b := Orders{Committed: 1000, Seconds: 1, BatchMean: 10, Series: []Sample{{T: 1, Orders: 1000}},
+		Load: Rate{Requests: 1000, Seconds: 1, PerSec: 1000, P50: 20 * time.Millisecond, P99: 30 * time.Millisecond, Answers: map[string]int{"201": 1000, "503 busy": 2}}}
 	got := a.Plus(b)
 	if got.Committed != 4000 || got.Seconds != 2 || got.OrdersPerSec != 2000 || got.BatchMean != 20 {
 		t.Errorf("orders: %d in %.0fs = %.0f/s, batch %.1f; want 4000 in 2s = 2000/s, batch 20", got.Committed, got.Seconds, got.OrdersPerSec, got.BatchMean)
@@ -37,13 +37,13 @@ func TestBenchHalvesAddUp(t *testing.T) {
 // baseline, and the baseline's halves, one thing measured twice, show how
 // far apart the machine puts two measurements.
 func TestBenchTargetsShowTheSpread(t *testing.T) {
-	br := &Bench{Raw: BenchRaw{TxPerSec: 1000}, Orders: []BenchOrders{
+	br := &Report{Raw: Raw{TxPerSec: 1000}, Orders: []Orders{
 		{Instances: 1, Routing: RouteDirect, Coalescing: true, OrdersPerSec: 3000, OfRaw: 3, OfOne: 1},
 		{Instances: 1, Routing: RouteDirect, Coalescing: true, OrdersPerSec: 2700, OfOne: 0.9, Baseline: true, Halves: []float64{3000, 2400}},
 		{Instances: 3, Routing: RouteAffine, Coalescing: true, OrdersPerSec: 2430, OfOne: 0.81, OfBaseline: 0.9},
 	}}
-	var judged, spread *BenchTarget
-	targets := BenchTargets(br)
+	var judged, spread *Target
+	targets := Targets(br)
 	for i, tg := range targets {
 		switch {
 		case strings.Contains(tg.What, "3 instances, "+RouteAffine) && tg.Want == ">= 1.0x":
@@ -59,7 +59,7 @@ func TestBenchTargetsShowTheSpread(t *testing.T) {
 		t.Errorf("the baseline's spread: %+v, want 1.25x, no target", spread)
 	}
 	var out strings.Builder
-	WriteBench(&out, br)
+	Write(&out, br)
 	if !strings.Contains(out.String(), "halves before and after it: 3000 and 2400") {
 		t.Errorf("the baseline's row does not give its halves:\n%s", out.String())
 	}
@@ -68,26 +68,26 @@ func TestBenchTargetsShowTheSpread(t *testing.T) {
 // The CPU of two halves is one phase's: the time per order weighted by the
 // orders each half committed, the idle share by its seconds.
 func TestBenchHalvesAddUpTheirCPU(t *testing.T) {
-	a := BenchOrders{Committed: 3000, Seconds: 1, CPU: &BenchCPU{Per: "order", Shop: 100, ShopEach: []float64{100}, MariaDB: 40, Redis: 20, IdleShare: 0.1}}
-	b := BenchOrders{Committed: 1000, Seconds: 3, CPU: &BenchCPU{Per: "order", Shop: 200, ShopEach: []float64{200}, MariaDB: 80, Redis: 40, IdleShare: 0.5}}
+	a := Orders{Committed: 3000, Seconds: 1, CPU: &CPU{Per: "order", Shop: 100, ShopEach: []float64{100}, MariaDB: 40, Redis: 20, IdleShare: 0.1}}
+	b := Orders{Committed: 1000, Seconds: 3, CPU: &CPU{Per: "order", Shop: 200, ShopEach: []float64{200}, MariaDB: 80, Redis: 40, IdleShare: 0.5}}
 	got := a.Plus(b).CPU
-	want := &BenchCPU{Per: "order", Shop: 125, ShopEach: []float64{125}, MariaDB: 50, Redis: 25, IdleShare: 0.4}
+	want := &CPU{Per: "order", Shop: 125, ShopEach: []float64{125}, MariaDB: 50, Redis: 25, IdleShare: 0.4}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("CPU of the halves = %+v, want %+v", got, want)
 	}
-	if c := (BenchOrders{}).Plus(b).CPU; c != b.CPU {
+	if c := (Orders{}).Plus(b).CPU; c != b.CPU {
 		t.Errorf("a half without CPU: %+v, want the other's", c)
 	}
 }
 
 // cappedBench is a capped run's report with every phase the capped list
 // picks out, and one without CPU figures.
-func cappedBench() *Bench {
-	cpu := func(per string, idle float64) *BenchCPU {
-		return &BenchCPU{Per: per, Shop: 215, ShopEach: []float64{215}, MariaDB: 90, Redis: 40, IdleShare: idle}
+func cappedBench() *Report {
+	cpu := func(per string, idle float64) *CPU {
+		return &CPU{Per: per, Shop: 215, ShopEach: []float64{215}, MariaDB: 90, Redis: 40, IdleShare: idle}
 	}
-	return &Bench{InstanceCPU: "0.30 CPU (cpu.cfs_quota_us 30000 / cpu.cfs_period_us 100000)", InstanceCPUs: 0.3,
-		Orders: []BenchOrders{
+	return &Report{InstanceCPU: "0.30 CPU (cpu.cfs_quota_us 30000 / cpu.cfs_period_us 100000)", InstanceCPUs: 0.3,
+		Orders: []Orders{
 			{Instances: 1, Routing: RouteDirect, Coalescing: true, Seconds: 1, OrdersPerSec: 1400, CPU: cpu("order", 0.2)},
 			{Instances: 1, Routing: RouteDirect, Coalescing: true, Seconds: 1, OrdersPerSec: 1497, Baseline: true, CPU: cpu("order", 0.3)},
 			{Instances: 3, Routing: RouteAffine, Coalescing: true, Seconds: 1, OrdersPerSec: 1439, CPU: cpu("order", 0.25)},
@@ -96,9 +96,9 @@ func cappedBench() *Bench {
 			{Instances: 3, Routing: RouteMany, Coalescing: true, Seconds: 1, OrdersPerSec: 1370, OfBaseline: 2.22, CPU: cpu("order", 0.1)},
 			{Instances: 1, Routing: RouteDirect, Seconds: 1}, // coalescing off, nothing committed: no CPU
 		},
-		SoldOut:  BenchRate{Seconds: 1, PerSec: 2966, CPU: cpu("refusal", 0.3)},
-		SoldOut3: &BenchRate{Seconds: 1, PerSec: 9620, CPU: cpu("refusal", 0.2)},
-		Healthz:  BenchRate{Seconds: 1, PerSec: 5000, CPU: cpu("request", 0.3)},
+		SoldOut:  Rate{Seconds: 1, PerSec: 2966, CPU: cpu("refusal", 0.3)},
+		SoldOut3: &Rate{Seconds: 1, PerSec: 9620, CPU: cpu("refusal", 0.2)},
+		Healthz:  Rate{Seconds: 1, PerSec: 5000, CPU: cpu("request", 0.3)},
 	}
 }
 
@@ -109,7 +109,7 @@ func cappedBench() *Bench {
 // their instance counts, each with exactly its five keys.
 func TestBenchJSONShape(t *testing.T) {
 	br := cappedBench()
-	br.Capped = BenchCappedRuns(br)
+	br.Capped = CappedRuns(br)
 	b, err := json.Marshal(br)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestBenchJSONShape(t *testing.T) {
 
 	uncapped := cappedBench()
 	uncapped.InstanceCPU, uncapped.InstanceCPUs, uncapped.SoldOut3 = "", 0, nil
-	uncapped.Capped = BenchCappedRuns(uncapped)
+	uncapped.Capped = CappedRuns(uncapped)
 	if b, _ := json.Marshal(uncapped); bytes.Contains(b, []byte(`"capped"`)) {
 		t.Errorf("an uncapped run has a capped list: %s", b)
 	}
@@ -190,10 +190,10 @@ func TestBenchJSONShape(t *testing.T) {
 // machine had no idle CPU; the targets still follow.
 func TestBenchTextShowsCapped(t *testing.T) {
 	br := cappedBench()
-	br.Capped = BenchCappedRuns(br)
-	br.Targets = BenchTargets(br)
+	br.Capped = CappedRuns(br)
+	br.Targets = Targets(br)
 	var out strings.Builder
-	WriteBench(&out, br)
+	Write(&out, br)
 	text := out.String()
 	for _, want := range []string{
 		"capped:   many, 1 instance(s) of 0.30 CPU: 616 committed orders/s; machine idle 50%\n",
