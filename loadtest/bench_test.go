@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/testenv"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 )
 
@@ -47,23 +48,24 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := rep.Scenarios[0].Bench
+	checkCPUShape(t, b)
 	// 1 instance; 2 product-affine; 3 product-affine after its baseline
 	// (1 instance of the same cluster); 3 round robin; (3 behind nginx
 	// after its baseline, when nginx is installed); 3 round robin on
 	// stock buckets; 1 with coalescing off, last.
 	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 6 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
-		br.Orders[3].OrdersPerSec <= 0 || br.Orders[3].OfOne <= 0 || br.Orders[3].Routing != report.RouteAffine || br.Orders[3].Instances != 3 ||
+		br.Orders[3].OrdersPerSec <= 0 || br.Orders[3].OfOne <= 0 || br.Orders[3].Routing != benchreport.RouteAffine || br.Orders[3].Instances != 3 ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
 	}
 	for i, o := range br.Orders {
-		if o.Instances == 3 && (o.Routing == report.RouteAffine || o.Routing == report.RouteNginx) {
-			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 || report.BaselineHalves(br.Orders, i) == nil {
+		if o.Instances == 3 && (o.Routing == benchreport.RouteAffine || o.Routing == benchreport.RouteNginx) {
+			if base := br.Orders[i-1]; !base.Baseline || base.Instances != 1 || base.OrdersPerSec <= 0 || o.OfBaseline <= 0 || benchreport.BaselineHalves(br.Orders, i) == nil {
 				t.Errorf("%s: no baseline measured around it: %+v then %+v", o.Label(), base, o)
 			}
 		}
 	}
-	if i := slices.IndexFunc(br.Orders, func(o report.BenchOrders) bool { return o.Routing == report.RouteBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
+	if i := slices.IndexFunc(br.Orders, func(o benchreport.Orders) bool { return o.Routing == benchreport.RouteBuckets }); i < 0 || br.Orders[i].OrdersPerSec <= 0 || br.Orders[i].Instances != 3 {
 		t.Errorf("the stock-bucket phase lacks its figure: %+v", br.Orders)
 	}
 	if br.OneUnit.Orders != 1 || br.OneUnit.Buyers < 100 {
@@ -75,5 +77,48 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	if !bytes.Contains(html, []byte("committed orders per second")) {
 		t.Error("report.html lacks the orders/s chart")
+	}
+}
+
+// checkCPUShape: in report.json as written, the first hot-product phase,
+// the sold-out phase and /healthz carry cpu_us_per_order with exactly
+// shop, mariadbd and redis (issue 33); an uncapped run has no capped list.
+func checkCPUShape(t *testing.T, b []byte) {
+	t.Helper()
+	var doc struct {
+		Scenarios []struct {
+			Bench map[string]json.RawMessage `json:"bench"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Scenarios) == 0 {
+		t.Fatalf("report.json: %v", err)
+	}
+	bench := doc.Scenarios[0].Bench
+	var orders []map[string]json.RawMessage
+	if err := json.Unmarshal(bench["orders"], &orders); err != nil || len(orders) == 0 {
+		t.Fatalf("orders: %v", err)
+	}
+	phases := map[string]json.RawMessage{"orders[0]": orders[0]["cpu_us_per_order"]}
+	for _, k := range []string{"sold_out", "healthz"} {
+		var phase map[string]json.RawMessage
+		if err := json.Unmarshal(bench[k], &phase); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		phases[k] = phase["cpu_us_per_order"]
+	}
+	for where, raw := range phases {
+		var us map[string]float64
+		if err := json.Unmarshal(raw, &us); err != nil || len(us) != 3 || us["shop"] <= 0 {
+			t.Errorf("%s: cpu_us_per_order %s, want exactly shop (above 0), mariadbd and redis", where, raw)
+			continue
+		}
+		for _, k := range []string{"shop", "mariadbd", "redis"} {
+			if _, ok := us[k]; !ok {
+				t.Errorf("%s: cpu_us_per_order %s lacks %s", where, raw, k)
+			}
+		}
+	}
+	if _, ok := bench["capped"]; ok {
+		t.Errorf("an uncapped run has a capped list: %s", bench["capped"])
 	}
 }

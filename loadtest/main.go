@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/loadtest/internal/harness"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 	"github.com/seckill-lab/shop/loadtest/internal/scenario"
 
 	"github.com/seckill-lab/shop/internal/inventory"
@@ -206,7 +207,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			violations = fmt.Sprint(len(r.Verdict.Violations))
 		}
 		fmt.Fprintf(stdout, "%-8s %s  violations %s  %.0f answers/s  p50 %s  p99 %s  (%s)\n", r.Name, res, violations,
-			r.Summary.Throughput, report.Ms(r.Summary.P50), report.Ms(r.Summary.P99), r.Elapsed.Round(100*time.Millisecond))
+			r.Summary.Throughput, render.Ms(r.Summary.P50), render.Ms(r.Summary.P99), r.Elapsed.Round(100*time.Millisecond))
 	}
 	if !rep.Pass {
 		fmt.Fprintln(stdout, "loadtest: FAIL")

@@ -26,10 +26,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/platform"
-	"github.com/seckill-lab/shop/internal/topo"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
@@ -65,7 +64,7 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 		return r
 	}
 	defer b.Close()
-	br := &report.Bench{Phase: o.Phase}
+	br := &benchreport.Report{Phase: o.Phase}
 	r.Bench = br
 	r.Strategy = h.O.Strategy
 	common := []string{"SHOP_STOCK_STRATEGY=" + h.O.Strategy}
@@ -92,7 +91,7 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 	}
 	one := 0.0
 	for _, o := range br.Orders {
-		if o.Instances == 1 && o.Coalescing && o.Routing == report.RouteDirect && !o.Baseline && one == 0 {
+		if o.Instances == 1 && o.Coalescing && o.Routing == benchreport.RouteDirect && !o.Baseline && one == 0 {
 			one = o.OrdersPerSec
 		}
 	}
@@ -104,7 +103,8 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 			br.Orders[i].OfOne = o.OrdersPerSec / one
 		}
 	}
-	br.Targets = report.BenchTargets(br)
+	br.Targets = benchreport.Targets(br)
+	br.Capped = benchreport.CappedRuns(br)
 	if len(br.Orders) > 0 { // the summary line shows the one-instance hot product
 		l := br.Orders[0].Load
 		r.Summary = loadgen.Summary{Requests: l.Requests, Duration: time.Duration(l.Seconds * float64(time.Second)), P50: l.P50, P90: l.P90, P99: l.P99, Max: l.Max,
@@ -118,7 +118,7 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 // raw ceiling runs in two halves around the one-instance hot-product phase
 // (the shop idle meanwhile), so that load from elsewhere on a shared machine
 // weighs on the ceiling and on the shop alike.
-func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *report.Bench) error {
+func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *benchreport.Report) error {
 	o := h.O.Bench
 	start := func(n int, name string, common []string) (*shops.Cluster, error) {
 		common, extra := shops.WithBuckets(h.O.StockBuckets, common, nil) // --stock-buckets: every phase's shops
@@ -159,202 +159,12 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	defer off.Close()
 	users.Secret = []byte(off.Secret)
 	h.BenchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.Clients)
-	ord, err := h.BenchOrders(ctx, db, off, users, benchRoute{Routing: report.RouteDirect, Urls: off.Urls(), Shops: 1})
+	ord, err := h.BenchOrders(ctx, db, off, users, benchRoute{Routing: benchreport.RouteDirect, Urls: off.Urls(), Shops: 1})
 	br.Orders = append(br.Orders, ord)
 	return err
 }
 
-// startShops starts a phase's n instances, each capped at --instance-cpu
-// CPUs when it is set; the report notes the cap as read back.
-func (h runner) startShops(ctx context.Context, b *shops.Backend, n int, name string, common []string, extra func(int) []string, br *report.Bench) (*shops.Cluster, error) {
-	place := func(int) shops.Placement { return shops.Placement{CPU: h.O.Bench.InstanceCPU} }
-	c, err := shops.StartPlaced(ctx, h.Bin, b, n, fmt.Sprintf("%02d-%s", h.Seq, name), h.Workdir, common, extra, place)
-	if err == nil && br.InstanceCPU == "" && len(c.Instances) > 0 {
-		br.InstanceCPU = c.Instances[0].CPUQuota()
-	}
-	return c, err
-}
-
-// BenchCapped (--instance-cpu) measures what more instances buy when each
-// has cores of its own: a sale of 12 products at once, load spread evenly
-// and each product's orders sent to one instance, on one capped instance
-// and then on three; and sold-out refusals on three capped instances,
-// round robin, beside the one-instance phase's.
-func (h runner) BenchCapped(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), common []string, users *benchUsers, br *report.Bench) error {
-	o := h.O.Bench
-	many := func(n int) (report.BenchOrders, *shops.Cluster, error) {
-		c, err := start(n, fmt.Sprintf("bench-%d-many", n), common)
-		if err != nil {
-			return report.BenchOrders{}, nil, err
-		}
-		users.Secret = []byte(c.Secret)
-		h.BenchSay("bench: 12 products at once, %d capped instance(s), product-affine, %d clients", n, o.Clients)
-		ord, err := h.BenchOrders(ctx, db, c, users, benchRoute{Products: 12, Routing: report.RouteMany, Urls: c.Urls(), Shops: n, Affine: true})
-		return ord, c, err
-	}
-	one, c1, err := many(1)
-	if c1 != nil {
-		c1.Close()
-	}
-	br.Orders = append(br.Orders, one)
-	if err != nil {
-		return err
-	}
-	three, c3, err := many(3)
-	if c3 != nil {
-		defer c3.Close()
-	}
-	if one.OrdersPerSec > 0 {
-		three.OfBaseline = three.OrdersPerSec / one.OrdersPerSec
-	}
-	br.Orders = append(br.Orders, three)
-	if err != nil {
-		return err
-	}
-	h.BenchSay("bench: sold-out refusals, 3 capped instances, round robin, %d clients", o.Clients)
-	_, _, s3, err := h.soldOutPhase(ctx, db, c3, users, "bench sold out, 3 instances")
-	br.SoldOut3 = &s3
-	if err != nil {
-		return fmt.Errorf("sold-out phase, 3 instances: %w", err)
-	}
-	return nil
-}
-
-// benchThree runs two and three instances of one cluster (the third idle
-// in the first), reached as deploy/nginx.conf does (the product's orders
-// to one instance), the lab's round robin, and through nginx itself.
-func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), common []string, users *benchUsers, br *report.Bench) error {
-	c3, err := start(3, "bench-3", common)
-	if err != nil {
-		return err
-	}
-	defer c3.Close()
-	users.Secret = []byte(c3.Secret)
-	// Whichever instance a product hashes to, it has served load before
-	// (pools open, heap grown), as the baseline's instance has: each
-	// takes a hot product's load for a warm-up first, unmeasured.
-	for i, u := range c3.Urls() {
-		warm, _, err := hotLoad(ctx, c3, users, fmt.Sprintf("bench warm-up %d", i), 1)
-		if err != nil {
-			return err
-		}
-		h.BenchSay("bench: warm-up of instance %d of the three, %s (not counted)", i+1, max(h.O.Bench.Warmup, time.Second))
-		if _, err := warm.Run(ctx, []string{u}, h.O.Bench.Clients, 0, max(h.O.Bench.Warmup, time.Second)); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-	}
-	// Two instances; three, against one instance of the same cluster
-	// measured in halves around them; the lab's round robin.
-	two := benchRoute{Routing: report.RouteAffine, Urls: c3.Urls()[:2], Shops: 2, Affine: true}
-	h.BenchSay("bench: hot product, %d instances, %s, %d clients", two.Shops, two.Routing, h.O.Bench.Clients)
-	ord, err := h.BenchOrders(ctx, db, c3, users, two)
-	br.Orders = append(br.Orders, ord)
-	if err != nil {
-		return err
-	}
-	one := func(window time.Duration) (report.BenchOrders, error) {
-		rt := benchRoute{Routing: report.RouteDirect, Urls: c3.Urls()[:1], Shops: 1, Window: window}
-		h.BenchSay("bench: hot product, 1 instance of the three (baseline, %s), %d clients", window, h.O.Bench.Clients)
-		return h.BenchOrders(ctx, db, c3, users, rt)
-	}
-	three := func() (report.BenchOrders, error) {
-		rt := benchRoute{Routing: report.RouteAffine, Urls: c3.Urls(), Shops: 3, Affine: true}
-		h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
-		return h.BenchOrders(ctx, db, c3, users, rt)
-	}
-	if err := h.BenchAround(br, one, three); err != nil {
-		return err
-	}
-	spread := benchRoute{Routing: report.RouteSpread, Urls: c3.Urls(), Shops: 3}
-	h.BenchSay("bench: hot product, %d instances, %s, %d clients", spread.Shops, spread.Routing, h.O.Bench.Clients)
-	ord, err = h.BenchOrders(ctx, db, c3, users, spread)
-	br.Orders = append(br.Orders, ord)
-	if err != nil {
-		return err
-	}
-	// Through nginx: three instances behind it, against one instance
-	// behind the same nginx (nginx takes its share of the same cores)
-	// measured in halves around them, on the same cluster and database.
-	if !topo.NginxInstalled() {
-		h.BenchSay("bench: %s", report.RouteNoNginx)
-		return nil
-	}
-	oneNginx := func(window time.Duration) (report.BenchOrders, error) {
-		return h.BenchBehindNginx(ctx, db, c3, c3.Urls()[:1], users, window)
-	}
-	threeNginx := func() (report.BenchOrders, error) {
-		return h.BenchBehindNginx(ctx, db, c3, c3.Urls(), users, 0)
-	}
-	return h.BenchAround(br, oneNginx, threeNginx)
-}
-
-// benchAround runs test between two halves of its one-instance baseline,
-// so that load from elsewhere on a shared machine, and the database
-// growing phase by phase, weigh on both sides of their ratio (as the raw
-// ceiling's halves do around the first one-instance phase). Both go into
-// the report, the baseline's halves as one phase.
-func (h runner) BenchAround(br *report.Bench, baseline func(window time.Duration) (report.BenchOrders, error), test func() (report.BenchOrders, error)) error {
-	phase := h.O.Bench.Phase
-	first, err := baseline(phase / 2)
-	if err != nil {
-		br.Orders = append(br.Orders, first)
-		return err
-	}
-	t, err := test()
-	if err != nil {
-		br.Orders = append(br.Orders, first, t)
-		return err
-	}
-	second, err := baseline(phase - phase/2)
-	base := first.Plus(second)
-	base.Baseline = true
-	base.Halves = []float64{first.OrdersPerSec, second.OrdersPerSec}
-	if base.OrdersPerSec > 0 {
-		t.OfBaseline = t.OrdersPerSec / base.OrdersPerSec
-	}
-	br.Orders = append(br.Orders, base, t)
-	return err
-}
-
-// benchBuckets is the stock-bucket phase (docs chapter 9), beside the
-// product-affine one: three instances of their own, reached round robin,
-// each starting at its own bucket of a product held in three (instance i
-// at bucket i). Buckets need lock-fence; under another strategy the phase
-// is left out.
-func (h runner) BenchBuckets(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *report.Bench) error {
-	if h.O.Strategy != inventory.LockFence {
-		h.BenchSay("bench: stock buckets need --strategy %s: skipped", inventory.LockFence)
-		return nil
-	}
-	common, extra := shops.WithBuckets(3, slices.DeleteFunc(slices.Clone(common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_STOCK_BUCKETS=") }), nil)
-	c, err := h.startShops(ctx, b, 3, "bench-3-buckets", common, extra, br)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	users.Secret = []byte(c.Secret)
-	rt := benchRoute{Routing: report.RouteBuckets, Urls: c.Urls(), Shops: 3}
-	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
-	ord, err := h.BenchOrders(ctx, db, c, users, rt)
-	br.Orders = append(br.Orders, ord)
-	return err
-}
-
-// benchBehindNginx runs a hot-product phase through nginx with
-// deploy/nginx.conf in front of shops (instances of c), measured over
-// window (0: --bench-phase).
-func (h runner) BenchBehindNginx(ctx context.Context, db *sql.DB, c *shops.Cluster, urls []string, users *benchUsers, window time.Duration) (report.BenchOrders, error) {
-	front, err := shops.StartNginx(ctx, h.Workdir, urls)
-	if err != nil {
-		return report.BenchOrders{Instances: len(urls), Routing: report.RouteNginx}, err
-	}
-	defer front.Close()
-	rt := benchRoute{Routing: report.RouteNginx, Urls: []string{front.URL()}, Shops: len(urls), Window: window}
-	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
-	return h.BenchOrders(ctx, db, c, users, rt)
-}
-
-func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, br *report.Bench) error {
+func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, br *benchreport.Report) error {
 	o := h.O.Bench
 	// A fresh database and a fresh instance take some seconds to reach
 	// their steady rate: with the 1 s warm-up of the later phases, this
@@ -371,7 +181,7 @@ func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Clust
 	if err != nil {
 		return fmt.Errorf("raw ceiling: %w", err)
 	}
-	first := benchRoute{Routing: report.RouteDirect, Urls: c.Urls(), Shops: 1, Warmup: max(o.Warmup, o.Phase/2)}
+	first := benchRoute{Routing: benchreport.RouteDirect, Urls: c.Urls(), Shops: 1, Warmup: max(o.Warmup, o.Phase/2)}
 	h.BenchSay("bench: hot product, 1 instance, %d clients, %s warm-up", o.Clients, first.Warmup)
 	ord, err := h.BenchOrders(ctx, db, c, users, first)
 	br.Orders = append(br.Orders, ord)
@@ -421,11 +231,11 @@ func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Clust
 // round robin over c's instances: the first buyers of the warm-up race for
 // the unit, every later one is refused sold_out. It returns the load (for
 // more phases), the product and the refusals' rate with their CPU cost.
-func (h runner) soldOutPhase(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, name string) (benchLoad, int64, report.BenchRate, error) {
+func (h runner) soldOutPhase(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, name string) (benchLoad, int64, benchreport.Rate, error) {
 	o := h.O.Bench
 	p, err := c.Client.CreateProduct(ctx, name, 100, 1, "bench-soldout-"+loadgen.RandomID(8))
 	if err != nil {
-		return benchLoad{}, 0, report.BenchRate{}, err
+		return benchLoad{}, 0, benchreport.Rate{}, err
 	}
 	l := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
 	procs := findProcs(ctx, c, db)
@@ -440,7 +250,7 @@ func (h runner) soldOutPhase(ctx context.Context, db *sql.DB, c *shops.Cluster, 
 // routes them, and counts the committed orders in the database over the
 // measured window, sampling the count and the shops' batch sizes every
 // second.
-func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, rt benchRoute) (report.BenchOrders, error) {
+func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, rt benchRoute) (benchreport.Orders, error) {
 	o := h.O.Bench
 	if rt.Window > 0 {
 		o.Phase = rt.Window
@@ -448,7 +258,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	if rt.Warmup > 0 {
 		o.Warmup = rt.Warmup
 	}
-	out := report.BenchOrders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1")}
+	out := benchreport.Orders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1")}
 	l, products, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.Shops, rt.Routing), max(1, rt.Products))
 	if err != nil {
 		return out, err
@@ -457,7 +267,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	procs := findProcs(ctx, c, db)
 	var (
 		cpu0, cpu1      cpuSnap
-		series          []report.BenchSample
+		series          []benchreport.Sample
 		count0, count1  int64
 		t0, t1          time.Time
 		sum0, n0        float64
@@ -493,7 +303,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 			}
 			s, k := batchTotals(ctx, c)
 			dt := now.Sub(prevT).Seconds()
-			smp := report.BenchSample{T: now.Sub(t0).Seconds(), Orders: float64(n-prevCount) / dt}
+			smp := benchreport.Sample{T: now.Sub(t0).Seconds(), Orders: float64(n-prevCount) / dt}
 			if k > prevN {
 				smp.BatchMean = (s - prevSum) / (k - prevN)
 			}
@@ -561,12 +371,12 @@ func countOrders(ctx context.Context, db *sql.DB, products ...int64) (int64, err
 // instances; both are 0 when the shop exposes no such histogram.
 func batchTotals(ctx context.Context, c *shops.Cluster) (sum, count float64) {
 	for i := range c.Instances {
-		m, err := c.Client.Metrics(ctx, i, report.BenchBatchMetric)
+		m, err := c.Client.Metrics(ctx, i, benchreport.BatchMetric)
 		if err != nil {
 			continue
 		}
-		sum += m[report.BenchBatchMetric+"_sum"]
-		count += m[report.BenchBatchMetric+"_count"]
+		sum += m[benchreport.BatchMetric+"_sum"]
+		count += m[benchreport.BatchMetric+"_count"]
 	}
 	return sum, count
 }

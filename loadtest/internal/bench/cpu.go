@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill-lab/shop/loadtest/internal/report"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
 	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
 
@@ -110,7 +110,7 @@ func machineTicks() (idle, total int64) {
 
 // cpuPer is the CPU time each process spent per unit (an order committed,
 // a refusal answered) between a and b.
-func cpuPer(p cpuProcs, a, b cpuSnap, units int64, per string) *report.BenchCPU {
+func cpuPer(p cpuProcs, a, b cpuSnap, units int64, per string) *benchreport.CPU {
 	if units <= 0 || b.total <= a.total {
 		return nil
 	}
@@ -120,7 +120,7 @@ func cpuPer(p cpuProcs, a, b cpuSnap, units int64, per string) *report.BenchCPU 
 		}
 		return float64(b.ticks[pid]-a.ticks[pid]) * 1e6 / userHZ / float64(units)
 	}
-	out := &report.BenchCPU{Per: per, MariaDB: us(p.mariadb), Redis: us(p.redis),
+	out := &benchreport.CPU{Per: per, MariaDB: us(p.mariadb), Redis: us(p.redis),
 		IdleShare: float64(b.idle-a.idle) / float64(b.total-a.total)}
 	for _, pid := range p.shops {
 		out.ShopEach = append(out.ShopEach, us(pid))

@@ -21,7 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seckill-lab/shop/loadtest/internal/report"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 )
 
 // benchUsers hands out distinct buyer ids and their bearer headers, minted
@@ -144,8 +145,8 @@ const benchPool = 100_000
 // instance when l.affine; a client whose instance fails moves to the next
 // in its ranking) for warmup + d and reports
 // the answers of the requests that started in the window.
-func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, d time.Duration) (report.BenchRate, error) {
-	out := report.BenchRate{Clients: Clients, Answers: map[string]int{}}
+func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, d time.Duration) (benchreport.Rate, error) {
+	out := benchreport.Rate{Clients: Clients, Answers: map[string]int{}}
 	paths := l.paths
 	if len(paths) == 0 {
 		paths = []string{l.path}
@@ -207,7 +208,7 @@ func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, 
 		if !r.Answered {
 			out.Unanswered++
 		}
-		out.Answers, out.Failures = report.AddCounts(out.Answers, r.Answers), report.AddCounts(out.Failures, r.Failures)
+		out.Answers, out.Failures = benchreport.AddCounts(out.Answers, r.Answers), benchreport.AddCounts(out.Failures, r.Failures)
 		if r.err != nil && ctx.Err() == nil {
 			return out, r.err
 		}
@@ -223,7 +224,7 @@ func (l benchLoad) Run(ctx context.Context, urls []string, Clients int, Warmup, 
 		out.P50, out.P90, out.P99, out.Max = q(0.50), q(0.90), q(0.99), q(1)
 	}
 	if good == 0 {
-		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.Want, l.WantCode), out.Requests, report.Outcomes(out.Answers))
+		return out, fmt.Errorf("%s %s: no %s answer in %d requests (%s)", l.method, l.path, answerKey(l.Want, l.WantCode), out.Requests, render.Outcomes(out.Answers))
 	}
 	return out, ctx.Err()
 }

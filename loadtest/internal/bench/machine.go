@@ -16,15 +16,15 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
 	"github.com/seckill-lab/shop/loadtest/internal/harness"
-	"github.com/seckill-lab/shop/loadtest/internal/report"
 	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
 
 // benchRawCeiling runs workers transactions of one conditional stock
 // UPDATE + one order INSERT + COMMIT on a product of its own, for d.
-func benchRawCeiling(ctx context.Context, db *sql.DB, workers int, d time.Duration) (report.BenchRaw, error) {
-	out := report.BenchRaw{Workers: workers}
+func benchRawCeiling(ctx context.Context, db *sql.DB, workers int, d time.Duration) (benchreport.Raw, error) {
+	out := benchreport.Raw{Workers: workers}
 	now := time.Now().UTC()
 	res, err := db.ExecContext(ctx, "INSERT INTO products (name, price_cents, stock, fence, version, created_at, updated_at) VALUES (?, ?, ?, 0, 0, ?, ?)",
 		"bench raw ceiling", 100, 1_000_000_000, now, now)
@@ -91,8 +91,8 @@ func rawTx(ctx context.Context, db *sql.DB, product int64, orderNo string, user 
 // benchMemoryPhase runs o.rssClients keep-alive clients on the sold-out
 // path of instance 1 for o.rssDuration and reads its peak RSS: VmHWM, reset
 // at the start (clear_refs 5), and VmRSS sampled every 100 ms.
-func benchMemoryPhase(ctx context.Context, c *shops.Cluster, l benchLoad, o harness.BenchOptions) (report.BenchMemory, error) {
-	out := report.BenchMemory{Clients: o.RssClients, Seconds: o.RssDuration.Seconds(), MaxConns: "SHOP_MAX_CONNS default"}
+func benchMemoryPhase(ctx context.Context, c *shops.Cluster, l benchLoad, o harness.BenchOptions) (benchreport.Memory, error) {
+	out := benchreport.Memory{Clients: o.RssClients, Seconds: o.RssDuration.Seconds(), MaxConns: "SHOP_MAX_CONNS default"}
 	for _, kv := range c.Instances[0].Env {
 		if v, ok := strings.CutPrefix(kv, "SHOP_MAX_CONNS="); ok {
 			out.MaxConns = v

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/loadtest/internal/harness"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/topo"
@@ -170,11 +171,11 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: no order of the hot product was created after %q (sold out before it, or the sale never recovered)", f.Fault))
 		case f.Recovery > f.Bound:
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q, beyond lock TTL + promotion + 3s = %s", report.Ms(f.Recovery), f.Fault, report.Ms(f.Bound)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q, beyond lock TTL + promotion + 3s = %s", render.Ms(f.Recovery), f.Fault, render.Ms(f.Bound)))
 		}
 		if f.NoAnswer > 0 || f.Slow > 0 {
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than the request timeout + 1s = %s", f.Fault, f.NoAnswer, f.Slow, report.Ms(reqTimeout+time.Second)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: around %q %d requests got no answer and %d were answered later than the request timeout + 1s = %s", f.Fault, f.NoAnswer, f.Slow, render.Ms(reqTimeout+time.Second)))
 		}
 	}
 	if len(rows) < len(top.Faults) {

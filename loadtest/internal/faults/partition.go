@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/topo"
 	"github.com/seckill-lab/shop/loadtest/internal/harness"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
@@ -429,7 +430,7 @@ func judgePartitions(r *report.Scenario, rows []report.PartitionRow, plan []netF
 			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): no order of the hot product after %q on %s healed", f.Fault, f.Target))
 		case f.Recovery > f.Bound:
 			r.Pass = false
-			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q on %s healed, beyond lock TTL + 3s = %s", report.Ms(f.Recovery), f.Fault, f.Target, report.Ms(f.Bound)))
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A2): orders flowed again %s after %q on %s healed, beyond lock TTL + 3s = %s", render.Ms(f.Recovery), f.Fault, f.Target, render.Ms(f.Bound)))
 		}
 	}
 	if len(rows) < len(plan) {
@@ -447,14 +448,14 @@ func judgePartitions(r *report.Scenario, rows []report.PartitionRow, plan []netF
 			lost++
 		}
 		if (l || n) && len(examples) < 5 {
-			examples = append(examples, fmt.Sprintf("%s to instance %d at %.1fs: %d after %s %s", x.Op, x.Target+1, x.Start.Sub(res.Started).Seconds(), x.Status, report.Ms(x.Latency()), report.FirstLine(x.Err)))
+			examples = append(examples, fmt.Sprintf("%s to instance %d at %.1fs: %d after %s %s", x.Op, x.Target+1, x.Start.Sub(res.Started).Seconds(), x.Status, render.Ms(x.Latency()), report.FirstLine(x.Err)))
 		}
 	}
 	r.Params["no_answer"], r.Params["late_answers"] = lost, late
 	if late > 0 || lost > 0 {
 		r.Pass = false
-		r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d requests got no answer and %d were answered later than the request timeout + 1s = %s, e.g. %s", lost, late, report.Ms(partReqTimeout+time.Second), strings.Join(examples, "; ")))
+		r.Notes = append(r.Notes, fmt.Sprintf("FAIL (A1): %d requests got no answer and %d were answered later than the request timeout + 1s = %s, e.g. %s", lost, late, render.Ms(partReqTimeout+time.Second), strings.Join(examples, "; ")))
 	} else {
-		r.Notes = append(r.Notes, fmt.Sprintf("every request answered within the request timeout + 1s = %s (no answer: 0)", report.Ms(partReqTimeout+time.Second)))
+		r.Notes = append(r.Notes, fmt.Sprintf("every request answered within the request timeout + 1s = %s (no answer: 0)", render.Ms(partReqTimeout+time.Second)))
 	}
 }

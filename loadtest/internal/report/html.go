@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
-	"math"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
@@ -33,7 +34,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			nv = fmt.Sprint(len(s.Verdict.Violations))
 		}
 		fmt.Fprintf(&b, "<tr><td class=l><a href=\"#%s\">%s</a></td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
-			esc(s.Name), esc(s.Name), s.Summary.Requests, s.Summary.Throughput, Ms(s.Summary.P50), Ms(s.Summary.P99), nv, verdict[s.Pass])
+			esc(s.Name), esc(s.Name), s.Summary.Requests, s.Summary.Throughput, render.Ms(s.Summary.P50), render.Ms(s.Summary.P99), nv, verdict[s.Pass])
 	}
 	b.WriteString("</table>")
 	for _, s := range rep.Scenarios {
@@ -45,12 +46,12 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 			fmt.Fprintf(&b, "<p class=bad>error: %s</p>", esc(s.Error))
 		}
 		if s.Bench != nil {
-			b.WriteString(BenchHTML(s.Bench))
+			b.WriteString(benchreport.HTML(s.Bench))
 		}
 		if s.Compare == nil && s.Summary.Requests > 0 {
 			x := s.Summary
 			fmt.Fprintf(&b, "<p>%d requests in %.2fs, %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors %d<br><span class=muted>%s</span></p>",
-				x.Requests, x.Duration.Seconds(), x.Throughput, Ms(x.P50), Ms(x.P90), Ms(x.P99), Ms(x.Max), x.Errors, esc(Outcomes(x.ByOutcome)))
+				x.Requests, x.Duration.Seconds(), x.Throughput, render.Ms(x.P50), render.Ms(x.P90), render.Ms(x.P99), render.Ms(x.Max), x.Errors, esc(render.Outcomes(x.ByOutcome)))
 			b.WriteString(charts(s.Series, s.Faults))
 		}
 		if v := s.Verdict; v != nil {
@@ -98,7 +99,7 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 					viol, cls = "error: "+c.Error, "bad"
 				}
 				fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l><code>%s</code></td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%s</td><td>%s</td><td class=l>%s</td><td class=\"l %s\">%s</td></tr>",
-					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, Ms(c.Summary.P50), Ms(c.Summary.P99), linearCell(c.Linearizable, c.Linear, "compare "+c.Row), cls, esc(viol))
+					esc(c.Row), esc(c.Settings), c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, c.Summary.Throughput, render.Ms(c.Summary.P50), render.Ms(c.Summary.P99), linearCell(c.Linearizable, c.Linear, "compare "+c.Row), cls, esc(viol))
 			}
 			b.WriteString("</table>")
 			b.WriteString(partitionColumnHTML(s.Compare))
@@ -157,79 +158,8 @@ func charts(pts []loadgen.Point, faults []Fault) string {
 	for _, f := range faults {
 		marks = append(marks, f.At.Seconds())
 	}
-	return lineChart("latency over time (ms)", []chartSeries{{"p99", "#c62828", p99}, {"p50", "#1565c0", p50}}, marks) +
-		lineChart("throughput (answers per second)", []chartSeries{{"answers/s", "#2e7d32", thr}}, marks)
-}
-
-type chartSeries struct {
-	name, color string
-	pts         [][2]float64
-}
-
-// lineChart is a minimal SVG line chart: x in seconds, y from 0.
-func lineChart(title string, series []chartSeries, marks []float64) string {
-	const w, h, l, r, t, bt = 760.0, 220.0, 60.0, 20.0, 28.0, 30.0
-	var xmax, ymax float64
-	for _, s := range series {
-		for _, p := range s.pts {
-			xmax, ymax = math.Max(xmax, p[0]), math.Max(ymax, p[1])
-		}
-	}
-	if xmax <= 0 {
-		xmax = 1
-	}
-	ymax = niceCeil(ymax)
-	x := func(v float64) float64 { return l + v/xmax*(w-l-r) }
-	y := func(v float64) float64 { return h - bt - v/ymax*(h-t-bt) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-size="11" font-family="sans-serif">`, w, h, w, h)
-	fmt.Fprintf(&b, `<text x="%.0f" y="16" font-size="13">%s</text>`, l, html.EscapeString(title))
-	for i := 0; i <= 4; i++ {
-		v := ymax * float64(i) / 4
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%.1f" y="%.1f" text-anchor="end">%s</text>`,
-			l, w-r, y(v), y(v), l-4, y(v)+4, trimFloat(v))
-	}
-	for i := 0; i <= 5; i++ {
-		v := xmax * float64(i) / 5
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%.1fs</text>`, x(v), h-bt+14, v)
-	}
-	fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="#999"/>`, l, w-r, h-bt, h-bt)
-	for _, m := range marks {
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#f9a825" stroke-dasharray="4 3"/>`, x(m), x(m), t, h-bt)
-	}
-	for i, s := range series {
-		if len(s.pts) == 0 {
-			continue
-		}
-		var pts []string
-		for _, p := range s.pts {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p[0]), y(p[1])))
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, s.color, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<text x="%.0f" y="16" fill="%s">%s</text>`, w-r-70*float64(i+1), s.color, html.EscapeString(s.name))
-	}
-	b.WriteString("</svg>")
-	return b.String()
-}
-
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if v <= m*p {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func trimFloat(v float64) string {
-	if v == math.Trunc(v) {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.1f", v)
+	return render.LineChart("latency over time (ms)", []render.Series{{Name: "p99", Color: "#c62828", Pts: p99}, {Name: "p50", Color: "#1565c0", Pts: p50}}, marks) +
+		render.LineChart("throughput (answers per second)", []render.Series{{Name: "answers/s", Color: "#2e7d32", Pts: thr}}, marks)
 }
 
 // linearCell is a compare row's verdict, linking its pictures.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 )
 
 // PartitionRow is one fault of the partition scenario's seeded schedule
@@ -47,7 +48,7 @@ func WritePartition(w io.Writer, rows []PartitionRow) {
 	fmt.Fprintf(w, "partition: %-44s %6s %6s %5s %9s %9s %9s %5s %5s %5s %5s  %s\n", "fault, whose link", "at", "lasted", "left", "recovery", "on target", "A2 bound", "stale", "lost", "slow", "unans", "answers overlapping the fault")
 	for _, f := range rows {
 		fmt.Fprintf(w, "           %-44s %5.1fs %5.1fs %5d %9s %9s %9s %5.0f %5.0f %5d %5d  %s\n", f.Fault+", "+f.Target, f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft,
-			never(f.Recovery), onTarget(f), Ms(f.Bound), f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, Outcomes(f.ByStatus))
+			never(f.Recovery), onTarget(f), render.Ms(f.Bound), f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, render.Outcomes(f.ByStatus))
 		if f.Err != "" {
 			fmt.Fprintf(w, "           error: %s\n", FirstLine(f.Err))
 		}
@@ -69,7 +70,7 @@ func never(d time.Duration) string {
 	if d <= 0 {
 		return "never"
 	}
-	return Ms(d)
+	return render.Ms(d)
 }
 
 // PartitionHTML is the per-fault table of report.html.
@@ -85,8 +86,8 @@ func PartitionHTML(rows []PartitionRow) string {
 			cls = " class=bad"
 		}
 		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%.1fs</td><td>%d</td><td%s>%s</td><td>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td class=l>%s</td></tr>",
-			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft, cls, never(f.Recovery), onTarget(f), Ms(f.Bound),
-			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, html.EscapeString(Outcomes(f.ByStatus)))
+			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.Lasted.Seconds(), f.StockLeft, cls, never(f.Recovery), onTarget(f), render.Ms(f.Bound),
+			f.StaleFences, f.LocksLost, f.Slow, f.NoAnswer, html.EscapeString(render.Outcomes(f.ByStatus)))
 	}
 	b.WriteString("</table>")
 	return b.String()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 	"github.com/seckill-lab/shop/loadtest/internal/verify"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
@@ -24,30 +26,6 @@ type Full struct {
 	Scenarios []Scenario `json:"scenarios"`
 }
 
-func Ms(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "0"
-	case d < 10*time.Millisecond:
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	}
-}
-
-func Outcomes(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
-	}
-	return strings.Join(parts, " | ")
-}
-
 // writeText prints one scenario for a person.
 func WriteText(w io.Writer, r Scenario) {
 	fmt.Fprintf(w, "\n=== %s: %s\n", r.Name, r.Title)
@@ -57,8 +35,8 @@ func WriteText(w io.Writer, r Scenario) {
 	s := r.Summary
 	if s.Requests > 0 && r.Compare == nil {
 		fmt.Fprintf(w, "load:     %d requests in %.2fs: %.0f answers/s; latency p50 %s, p90 %s, p99 %s, max %s; errors (no answer or 5xx) %d; no answer at all %d\n",
-			s.Requests, s.Duration.Seconds(), s.Throughput, Ms(s.P50), Ms(s.P90), Ms(s.P99), Ms(s.Max), s.Errors, s.NoAnswer)
-		fmt.Fprintf(w, "answers:  %s\n", Outcomes(s.ByOutcome))
+			s.Requests, s.Duration.Seconds(), s.Throughput, render.Ms(s.P50), render.Ms(s.P90), render.Ms(s.P99), render.Ms(s.Max), s.Errors, s.NoAnswer)
+		fmt.Fprintf(w, "answers:  %s\n", render.Outcomes(s.ByOutcome))
 	}
 	if v := r.Verdict; v != nil {
 		c := v.Counts
@@ -89,7 +67,7 @@ func WriteText(w io.Writer, r Scenario) {
 		writeCompare(w, r.Compare)
 	}
 	if r.Bench != nil {
-		WriteBench(w, r.Bench)
+		benchreport.Write(w, r.Bench)
 	}
 	WriteFailover(w, r.Failover)
 	WritePartition(w, r.Partition)
@@ -160,7 +138,7 @@ func writeCompare(w io.Writer, rows []CompareRow) {
 			v = "none"
 		}
 		fmt.Fprintf(w, "%-30s %7d %9d %11d %10d %10d %8.0f %8s %8s %-12s  %s\n", c.Row, c.Orders, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold,
-			c.Summary.Throughput, Ms(c.Summary.P50), Ms(c.Summary.P99), yesNo(c.Linearizable), v)
+			c.Summary.Throughput, render.Ms(c.Summary.P50), render.Ms(c.Summary.P99), yesNo(c.Linearizable), v)
 	}
 	writePartitionColumn(w, rows)
 	for _, c := range rows {

@@ -8,31 +8,33 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 	"github.com/seckill-lab/shop/loadtest/internal/verify"
 )
 
 // scenarioReport is everything one scenario run reports.
 type Scenario struct {
-	Name      string             `json:"name"`
-	Title     string             `json:"title"`
-	Setup     string             `json:"setup"`
-	Strategy  string             `json:"strategy"`
-	Params    map[string]any     `json:"params"`
-	Started   time.Time          `json:"started"`
-	Elapsed   time.Duration      `json:"elapsed_ns"`
-	Summary   loadgen.Summary    `json:"summary"`
-	Series    []loadgen.Point    `json:"series"`
-	Verdict   *verify.Verdict    `json:"verdict,omitempty"`
-	Metrics   map[string]float64 `json:"metrics,omitempty"`
-	Faults    []Fault            `json:"faults,omitempty"`
-	Compare   []CompareRow       `json:"compare,omitempty"`
-	Bench     *Bench             `json:"bench,omitempty"`
-	Failover  []FailoverRow      `json:"failover,omitempty"`
-	Partition []PartitionRow     `json:"partition,omitempty"`
-	Notes     []string           `json:"notes,omitempty"`
-	Pass      bool               `json:"pass"`
-	Error     string             `json:"error,omitempty"`
-	Unsettled int                `json:"unsettled,omitempty"`
+	Name      string              `json:"name"`
+	Title     string              `json:"title"`
+	Setup     string              `json:"setup"`
+	Strategy  string              `json:"strategy"`
+	Params    map[string]any      `json:"params"`
+	Started   time.Time           `json:"started"`
+	Elapsed   time.Duration       `json:"elapsed_ns"`
+	Summary   loadgen.Summary     `json:"summary"`
+	Series    []loadgen.Point     `json:"series"`
+	Verdict   *verify.Verdict     `json:"verdict,omitempty"`
+	Metrics   map[string]float64  `json:"metrics,omitempty"`
+	Faults    []Fault             `json:"faults,omitempty"`
+	Compare   []CompareRow        `json:"compare,omitempty"`
+	Bench     *benchreport.Report `json:"bench,omitempty"`
+	Failover  []FailoverRow       `json:"failover,omitempty"`
+	Partition []PartitionRow      `json:"partition,omitempty"`
+	Notes     []string            `json:"notes,omitempty"`
+	Pass      bool                `json:"pass"`
+	Error     string              `json:"error,omitempty"`
+	Unsettled int                 `json:"unsettled,omitempty"`
 	// Linearizable: were the clients' histories linearizable (every
 	// compare row's, for compare)? nil: unknown or not checked.
 	Linearizable *bool `json:"linearizable"`
@@ -156,10 +158,10 @@ func WriteFailover(w io.Writer, rows []FailoverRow) {
 	for _, f := range rows {
 		rec := "never"
 		if f.Recovery > 0 {
-			rec = Ms(f.Recovery)
+			rec = render.Ms(f.Recovery)
 		}
-		fmt.Fprintf(w, "          %-48s %6.1fs %6d %9s %9s %9s %6.0f %6.0f %6.0f %6d %6d  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), f.StockLeft, Ms(f.Promoted), rec, Ms(f.Bound),
-			f.StaleFences, f.LocksLost, f.InDoubt, f.Slow, f.NoAnswer, Outcomes(f.ByStatus))
+		fmt.Fprintf(w, "          %-48s %6.1fs %6d %9s %9s %9s %6.0f %6.0f %6.0f %6d %6d  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), f.StockLeft, render.Ms(f.Promoted), rec, render.Ms(f.Bound),
+			f.StaleFences, f.LocksLost, f.InDoubt, f.Slow, f.NoAnswer, render.Outcomes(f.ByStatus))
 		if f.Err != "" {
 			fmt.Fprintf(w, "          error: %s\n", FirstLine(f.Err))
 		}
@@ -179,14 +181,14 @@ func FailoverHTML(rows []FailoverRow) string {
 	for _, f := range rows {
 		rec, cls := "never", "bad"
 		if f.Recovery > 0 {
-			rec = Ms(f.Recovery)
+			rec = render.Ms(f.Recovery)
 			if f.Recovery <= f.Bound {
 				cls = "ok"
 			}
 		}
 		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%d</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td class=l>%s%s</td></tr>",
-			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.StockLeft, Ms(f.Promoted), cls, rec, Ms(f.Bound),
-			f.StaleFences, f.LocksLost, f.InDoubt, f.Slow, f.NoAnswer, html.EscapeString(Outcomes(f.ByStatus)), html.EscapeString(f.Err))
+			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.StockLeft, render.Ms(f.Promoted), cls, rec, render.Ms(f.Bound),
+			f.StaleFences, f.LocksLost, f.InDoubt, f.Slow, f.NoAnswer, html.EscapeString(render.Outcomes(f.ByStatus)), html.EscapeString(f.Err))
 	}
 	b.WriteString("</table>")
 	return b.String()

@@ -292,16 +292,18 @@ func (i *Instance) capCPU(cluster string) error {
 	return i.cap.Add(i.cmd.Process.Pid)
 }
 
-// CPUQuota reads an instance's cap back: "" when it has none.
-func (i *Instance) CPUQuota() string {
+// CPUQuota reads an instance's cap back, as text for a person and as the
+// fraction of a core for a tool: "" and 0 when it has none (or it is
+// unreadable, which the text says).
+func (i *Instance) CPUQuota() (string, float64) {
 	if i.cap == nil {
-		return ""
+		return "", 0
 	}
 	quota, period, cpus, err := i.cap.Quota()
 	if err != nil {
-		return "unreadable: " + err.Error()
+		return "unreadable: " + err.Error(), 0
 	}
-	return fmt.Sprintf("%.2f CPU (cpu.cfs_quota_us %d / cpu.cfs_period_us %d)", cpus, quota, period)
+	return fmt.Sprintf("%.2f CPU (cpu.cfs_quota_us %d / cpu.cfs_period_us %d)", cpus, quota, period), cpus
 }
 
 // close stops every instance: SIGCONT (a stopped one cannot exit), SIGTERM,

@@ -1,4 +1,4 @@
-package report
+package benchreport
 
 import (
 	"fmt"
@@ -7,13 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-lab/shop/loadtest/internal/render"
 )
 
 // benchTargets sets this run's figures beside issue 14's targets.
-func BenchTargets(br *Bench) []BenchTarget {
-	var out []BenchTarget
+func Targets(br *Report) []Target {
+	var out []Target
 	add := func(what, want, unit string, got float64, met bool, missed string) {
-		t := BenchTarget{What: what, Want: want, Got: got, Unit: unit, Met: met}
+		t := Target{What: what, Want: want, Got: got, Unit: unit, Met: met}
 		if !met {
 			t.Missed = missed
 		}
@@ -103,7 +105,7 @@ type benchPhase struct {
 }
 
 // phases lists every phase that sent HTTP requests, with its answers.
-func (br *Bench) Phases() []benchPhase {
+func (br *Report) Phases() []benchPhase {
 	var out []benchPhase
 	for _, o := range br.Orders {
 		out = append(out, benchPhase{"orders, " + o.Label(), o.Answers})
@@ -116,8 +118,8 @@ func (br *Bench) Phases() []benchPhase {
 	return out
 }
 
-// writeBench prints the bench figures for a person.
-func WriteBench(w io.Writer, br *Bench) {
+// Write prints the bench figures for a person.
+func Write(w io.Writer, br *Report) {
 	if br.InstanceCPU != "" {
 		fmt.Fprintf(w, "capped:   every shop instance in a cgroup of its own: %s\n", br.InstanceCPU)
 	}
@@ -144,33 +146,34 @@ func WriteBench(w io.Writer, br *Bench) {
 			ofNginx = fmt.Sprintf(" = %.2fx its baseline", o.OfBaseline)
 		}
 		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance%s (%d in %.1fs); p50 %s, p99 %s; %s\n",
-			o.Label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, Ms(o.Load.P50), Ms(o.Load.P99), batch)
-		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", Outcomes(o.Answers), o.Answers["no answer"])
+			o.Label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, render.Ms(o.Load.P50), render.Ms(o.Load.P99), batch)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", render.Outcomes(o.Answers), o.Answers["no answer"])
 		writeCPU(w, o.CPU)
 	}
 	if br.SoldOut.Requests > 0 {
 		fmt.Fprintf(w, "refusals: %.0f sold-out refusals/s (p50 %s, p99 %s) vs GET /healthz %.0f/s (p50 %s, p99 %s): %.2fx; %d clients\n",
-			br.SoldOut.PerSec, Ms(br.SoldOut.P50), Ms(br.SoldOut.P99), br.Healthz.PerSec, Ms(br.Healthz.P50), Ms(br.Healthz.P99), br.RefusalRatio, br.SoldOut.Clients)
-		fmt.Fprintf(w, "          answers: %s; no answer: %d (healthz: %d)\n", Outcomes(br.SoldOut.Answers), br.SoldOut.Answers["no answer"], br.Healthz.Answers["no answer"])
+			br.SoldOut.PerSec, render.Ms(br.SoldOut.P50), render.Ms(br.SoldOut.P99), br.Healthz.PerSec, render.Ms(br.Healthz.P50), render.Ms(br.Healthz.P99), br.RefusalRatio, br.SoldOut.Clients)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d (healthz: %d)\n", render.Outcomes(br.SoldOut.Answers), br.SoldOut.Answers["no answer"], br.Healthz.Answers["no answer"])
 		writeCPU(w, br.SoldOut.CPU)
 		writeCPU(w, br.Healthz.CPU)
 	}
 	if s3 := br.SoldOut3; s3 != nil && s3.Requests > 0 {
 		fmt.Fprintf(w, "refusals: 3 instances, round robin: %.0f sold-out refusals/s (p50 %s, p99 %s) = %.2fx one instance; %d clients\n",
-			s3.PerSec, Ms(s3.P50), Ms(s3.P99), s3.PerSec/max(br.SoldOut.PerSec, 1), s3.Clients)
+			s3.PerSec, render.Ms(s3.P50), render.Ms(s3.P99), s3.PerSec/max(br.SoldOut.PerSec, 1), s3.Clients)
 		writeCPU(w, s3.CPU)
 	}
 	if m := br.Memory; m.Load.Requests > 0 {
 		fmt.Fprintf(w, "memory:   %d keep-alive clients on the sold-out path for %.0fs: peak RSS %.0f MB (VmHWM; max sampled VmRSS %.0f MB, %.0f MB before); %.0f refusals/s, p99 %s, slowest %s; shop connection cap %s\n",
-			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, Ms(m.Load.P99), Ms(m.Load.Max), m.MaxConns)
-		fmt.Fprintf(w, "          answers: %s; no answer: %d; clients without any answer: %d of %d\n", Outcomes(m.Load.Answers), m.Load.Answers["no answer"], m.Load.Unanswered, m.Clients)
+			m.Clients, m.Seconds, m.PeakRSSMB, m.MaxRSSMB, m.StartRSSMB, m.Load.PerSec, render.Ms(m.Load.P99), render.Ms(m.Load.Max), m.MaxConns)
+		fmt.Fprintf(w, "          answers: %s; no answer: %d; clients without any answer: %d of %d\n", render.Outcomes(m.Load.Answers), m.Load.Answers["no answer"], m.Load.Unanswered, m.Clients)
 		if len(m.Load.Failures) > 0 {
-			fmt.Fprintf(w, "          without an answer, as the clients saw it: %s\n", Outcomes(m.Load.Failures))
+			fmt.Fprintf(w, "          without an answer, as the clients saw it: %s\n", render.Outcomes(m.Load.Failures))
 		}
 		if m.ListenOverflows >= 0 {
 			fmt.Fprintf(w, "          connects dropped on a full listen queue (kernel, whole machine): %d; somaxconn %d\n", m.ListenOverflows, m.SoMaxConn)
 		}
 	}
+	writeCapped(w, br.Capped)
 	for _, t := range br.Targets {
 		verdict := "met"
 		if !t.Met {
@@ -181,7 +184,7 @@ func WriteBench(w io.Writer, br *Bench) {
 }
 
 // writeCPU prints a phase's CPU time per unit, process by process.
-func writeCPU(w io.Writer, c *BenchCPU) {
+func writeCPU(w io.Writer, c *CPU) {
 	if c == nil {
 		return
 	}
@@ -189,22 +192,26 @@ func writeCPU(w io.Writer, c *BenchCPU) {
 	for i, v := range c.ShopEach {
 		each[i] = strconv.FormatFloat(v, 'f', 0, 64)
 	}
-	fmt.Fprintf(w, "          CPU per %s: shop %.0f µs (%s), mariadbd %.0f µs, redis-server %.0f µs; machine idle %.0f%%\n",
-		c.Per, c.Shop, strings.Join(each, " + "), c.MariaDB, c.Redis, c.IdleShare*100)
+	noIdle := ""
+	if c.NoIdle() {
+		noIdle = ": NO IDLE CPU, the machine set this phase's figures"
+	}
+	fmt.Fprintf(w, "          CPU per %s: shop %.0f µs (%s), mariadbd %.0f µs, redis-server %.0f µs; machine idle %.0f%%%s\n",
+		c.Per, c.Shop, strings.Join(each, " + "), c.MariaDB, c.Redis, c.IdleShare*100, noIdle)
 }
 
 func trimFloat2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // benchHTML is the bench section of report.html: the figures, and orders/s
 // and batch sizes over time.
-func BenchHTML(br *Bench) string {
+func HTML(br *Report) string {
 	var b strings.Builder
 	b.WriteString("<table><tr><th class=l>measure</th><th>figure</th><th>ratio</th><th>p50</th><th>p99</th></tr>")
 	lat := func(d time.Duration) string {
 		if d == 0 {
 			return "-" // no HTTP in this phase
 		}
-		return Ms(d)
+		return render.Ms(d)
 	}
 	row := func(what string, fig float64, unit, ratio string, p50, p99 time.Duration) {
 		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td>%.0f %s</td><td>%s</td><td>%s</td><td>%s</td></tr>", html.EscapeString(what), fig, unit, ratio, lat(p50), lat(p99))
@@ -216,7 +223,7 @@ func BenchHTML(br *Bench) string {
 	row("sold-out refusals", br.SoldOut.PerSec, "/s", fmt.Sprintf("%.2fx healthz", br.RefusalRatio), br.SoldOut.P50, br.SoldOut.P99)
 	row("GET /healthz", br.Healthz.PerSec, "/s", "1", br.Healthz.P50, br.Healthz.P99)
 	fmt.Fprintf(&b, "<tr><td class=l>peak RSS, %d keep-alive clients on the sold-out path</td><td>%.0f MB</td><td></td><td>%s</td><td>%s</td></tr></table>",
-		br.Memory.Clients, max(br.Memory.PeakRSSMB, br.Memory.MaxRSSMB), Ms(br.Memory.Load.P50), Ms(br.Memory.Load.P99))
+		br.Memory.Clients, max(br.Memory.PeakRSSMB, br.Memory.MaxRSSMB), render.Ms(br.Memory.Load.P50), render.Ms(br.Memory.Load.P99))
 	if len(br.Targets) > 0 {
 		b.WriteString("<table><tr><th class=l>target</th><th>want</th><th>this run</th><th class=l>verdict</th></tr>")
 		for _, t := range br.Targets {
@@ -229,7 +236,7 @@ func BenchHTML(br *Bench) string {
 		b.WriteString("</table>")
 	}
 	colors := []string{"#2e7d32", "#1565c0", "#6a1b9a", "#ef6c00", "#c62828", "#00838f"}
-	var orders, batches []chartSeries
+	var orders, batches []render.Series
 	for i, o := range br.Orders {
 		var op, bp [][2]float64
 		for _, s := range o.Series {
@@ -245,16 +252,16 @@ func BenchHTML(br *Bench) string {
 		if !o.Coalescing {
 			name += ", no batch"
 		}
-		orders = append(orders, chartSeries{name, colors[i%len(colors)], op})
+		orders = append(orders, render.Series{Name: name, Color: colors[i%len(colors)], Pts: op})
 		if len(bp) > 0 {
-			batches = append(batches, chartSeries{name, colors[i%len(colors)], bp})
+			batches = append(batches, render.Series{Name: name, Color: colors[i%len(colors)], Pts: bp})
 		}
 	}
 	if len(orders) > 0 {
-		b.WriteString(lineChart("committed orders per second (from the database), hot product", orders, nil))
+		b.WriteString(render.LineChart("committed orders per second (from the database), hot product", orders, nil))
 	}
 	if len(batches) > 0 {
-		b.WriteString(lineChart("mean batch size per second ("+BenchBatchMetric+")", batches, nil))
+		b.WriteString(render.LineChart("mean batch size per second ("+BatchMetric+")", batches, nil))
 	}
 	return b.String()
 }
@@ -269,7 +276,7 @@ func behind(routing string) string {
 	return " of the same cluster"
 }
 
-func (o BenchOrders) Label() string {
+func (o Orders) Label() string {
 	out := fmt.Sprintf("%d instance(s)", o.Instances)
 	if o.Routing != "" && o.Routing != RouteDirect {
 		out += ", " + o.Routing
@@ -282,7 +289,7 @@ func (o BenchOrders) Label() string {
 
 // BaselineHalves is the halves of phase i's baseline (the phase before
 // it), nil when there are none.
-func BaselineHalves(orders []BenchOrders, i int) []float64 {
+func BaselineHalves(orders []Orders, i int) []float64 {
 	if i == 0 {
 		return nil
 	}

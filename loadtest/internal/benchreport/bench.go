@@ -1,32 +1,43 @@
-package report
+// Package benchreport is the bench scenario's part of report.json, its
+// types (Report: the phases, their CPU per order, the capped list) and
+// writers (Write for people, HTML), apart from package report, which
+// embeds a Report in the bench's Scenario.
+package benchreport
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"time"
 )
 
-// benchReport is what the bench scenario measured.
-type Bench struct {
+// Report is what the bench scenario measured.
+type Report struct {
 	Phase time.Duration `json:"phase_ns"`
 	// InstanceCPU: each shop instance's CPU cap as read back from its
 	// cgroup (--instance-cpu); "" uncapped.
-	InstanceCPU string        `json:"instance_cpu,omitempty"`
-	Raw         BenchRaw      `json:"raw"`
-	Orders      []BenchOrders `json:"orders"`
-	SoldOut     BenchRate     `json:"sold_out"`
+	InstanceCPU string `json:"instance_cpu,omitempty"`
+	// InstanceCPUs is the same cap as a fraction of a core, from the
+	// same read; report.json has it in each Capped entry.
+	InstanceCPUs float64  `json:"-"`
+	Raw          Raw      `json:"raw"`
+	Orders       []Orders `json:"orders"`
+	SoldOut      Rate     `json:"sold_out"`
 	// SoldOut3: the sold-out refusals on three capped instances, round
 	// robin, beside SoldOut's one (--instance-cpu only).
-	SoldOut3     *BenchRate    `json:"sold_out_3_instances,omitempty"`
-	Healthz      BenchRate     `json:"healthz"`
-	RefusalRatio float64       `json:"refusals_per_healthz"`
-	Memory       BenchMemory   `json:"memory"`
-	OneUnit      BenchOneUnit  `json:"one_unit"`
-	Targets      []BenchTarget `json:"targets"`
+	SoldOut3     *Rate    `json:"sold_out_3_instances,omitempty"`
+	Healthz      Rate     `json:"healthz"`
+	RefusalRatio float64  `json:"refusals_per_healthz"`
+	Memory       Memory   `json:"memory"`
+	OneUnit      OneUnit  `json:"one_unit"`
+	Targets      []Target `json:"targets"`
+	// Capped: what each workload did on capped instances, one entry per
+	// workload and instance count, for tools (--instance-cpu only).
+	Capped []CappedRun `json:"capped,omitempty"`
 }
 
-// benchRaw is the raw database ceiling.
-type BenchRaw struct {
+// Raw is the raw database ceiling.
+type Raw struct {
 	Workers  int       `json:"workers"`
 	Commits  int64     `json:"commits"`
 	Seconds  float64   `json:"seconds"`
@@ -35,9 +46,9 @@ type BenchRaw struct {
 	Parts    []float64 `json:"parts_tx_per_s"` // tx/s of each part, in order
 }
 
-// plus is the ceiling over both runs.
-func (r BenchRaw) Plus(s BenchRaw) BenchRaw {
-	out := BenchRaw{Workers: r.Workers, Commits: r.Commits + s.Commits, Seconds: r.Seconds + s.Seconds, Errors: r.Errors + s.Errors,
+// Plus is the ceiling over both runs.
+func (r Raw) Plus(s Raw) Raw {
+	out := Raw{Workers: r.Workers, Commits: r.Commits + s.Commits, Seconds: r.Seconds + s.Seconds, Errors: r.Errors + s.Errors,
 		Parts: append(append([]float64{}, r.Parts...), s.Parts...)}
 	if out.Seconds > 0 {
 		out.TxPerSec = float64(out.Commits) / out.Seconds
@@ -45,8 +56,8 @@ func (r BenchRaw) Plus(s BenchRaw) BenchRaw {
 	return out
 }
 
-// benchOrders is one hot-product phase.
-type BenchOrders struct {
+// Orders is one hot-product phase.
+type Orders struct {
 	Instances    int     `json:"instances"`
 	Routing      string  `json:"routing"`    // how the clients reach the instances (see benchRoute)
 	Coalescing   bool    `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
@@ -64,18 +75,18 @@ type BenchOrders struct {
 	Baseline   bool           `json:"baseline,omitempty"`
 	OfBaseline float64        `json:"of_baseline,omitempty"`
 	Halves     []float64      `json:"halves_orders_per_s,omitempty"`
-	Load       BenchRate      `json:"load"`
+	Load       Rate           `json:"load"`
 	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
-	CPU        *BenchCPU      `json:"cpu_per_order,omitempty"`
-	Series     []BenchSample  `json:"series"`
+	CPU        *CPU           `json:"cpu_per_order,omitempty"`
+	Series     []Sample       `json:"series"`
 	Answers    map[string]int `json:"answers"`
 }
 
-// BenchCPU is the CPU time each process spent per unit of a phase (an
+// CPU is the CPU time each process spent per unit of a phase (an
 // order committed, a refusal answered), from /proc over the measured
 // window, and the machine's idle share over it. These vary far less
 // between runs than throughput does.
-type BenchCPU struct {
+type CPU struct {
 	Per       string    `json:"per"`          // "order" or "refusal"
 	Shop      float64   `json:"shop_us"`      // all shop instances together
 	ShopEach  []float64 `json:"shop_us_each"` // each instance
@@ -84,15 +95,81 @@ type BenchCPU struct {
 	IdleShare float64   `json:"idle_share"`   // of the machine's CPU time
 }
 
-// benchSample is one second of a hot-product phase.
-type BenchSample struct {
+// CPUUs is a phase's CPU per unit in the shape issue 33's tools read
+// (report.json's cpu_us_per_order: per committed order, per refusal in
+// the sold-out phases, per request for /healthz). It is CPU's
+// figures, written beside it, never measured on its own.
+type CPUUs struct {
+	Shop    float64 `json:"shop"`     // all shop instances together
+	MariaDB float64 `json:"mariadbd"` // 0: not measured
+	Redis   float64 `json:"redis"`    // 0: not measured
+}
+
+// Us is c's figures as cpu_us_per_order; nil when c is.
+func (c *CPU) Us() *CPUUs {
+	if c == nil {
+		return nil
+	}
+	return &CPUUs{Shop: c.Shop, MariaDB: c.MariaDB, Redis: c.Redis}
+}
+
+// NoIdle reports whether the machine had no idle CPU over the measured
+// window (under 2%): the machine, not the shop or its cap, set the figure.
+func (c *CPU) NoIdle() bool { return c != nil && c.IdleShare < 0.02 }
+
+// plus is the CPU of two halves of one phase as one: the times per unit
+// weighted by the units each half counted, the idle share by its seconds.
+// A half without a measurement leaves the other's.
+func (c *CPU) plus(d *CPU, cUnits, dUnits int64, cSec, dSec float64) *CPU {
+	if c == nil || d == nil || cUnits+dUnits <= 0 || cSec+dSec <= 0 {
+		if c == nil {
+			return d
+		}
+		return c
+	}
+	per := func(a, b float64) float64 {
+		return (a*float64(cUnits) + b*float64(dUnits)) / float64(cUnits+dUnits)
+	}
+	out := &CPU{Per: c.Per, Shop: per(c.Shop, d.Shop), MariaDB: per(c.MariaDB, d.MariaDB), Redis: per(c.Redis, d.Redis),
+		IdleShare: (c.IdleShare*cSec + d.IdleShare*dSec) / (cSec + dSec)}
+	if len(c.ShopEach) == len(d.ShopEach) {
+		for i := range c.ShopEach {
+			out.ShopEach = append(out.ShopEach, per(c.ShopEach[i], d.ShopEach[i]))
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes the phase with cpu_us_per_order beside cpu_per_order,
+// from the same measurement.
+func (o Orders) MarshalJSON() ([]byte, error) {
+	type plain Orders // (without this method)
+	return json.Marshal(struct {
+		plain
+		Us *CPUUs `json:"cpu_us_per_order,omitempty"`
+	}{plain(o), o.CPU.Us()})
+}
+
+// MarshalJSON writes the load with cpu_us_per_order beside
+// cpu_per_request, from the same measurement (absent where the load's CPU
+// is not measured, as in a hot-product phase's load).
+func (r Rate) MarshalJSON() ([]byte, error) {
+	type plain Rate
+	return json.Marshal(struct {
+		plain
+		Us *CPUUs `json:"cpu_us_per_order,omitempty"`
+	}{plain(r), r.CPU.Us()})
+}
+
+// Sample is one second of a hot-product phase.
+type Sample struct {
 	T         float64 `json:"t_s"`
 	Orders    float64 `json:"orders_per_s"`
 	BatchMean float64 `json:"batch_mean,omitempty"`
 }
 
-// benchRate is a closed-loop load's answers.
-type BenchRate struct {
+// Rate is a closed-loop load's answers.
+type Rate struct {
 	Clients  int `json:"clients"`
 	Requests int `json:"requests"` // sent in the measured window
 	Sent     int `json:"sent"`     // sent in all, warm-up included
@@ -108,28 +185,28 @@ type BenchRate struct {
 	Answers    map[string]int `json:"answers"`
 	// CPU: per request sent over the whole phase, warm-up included
 	// (set for the sold-out and /healthz phases).
-	CPU *BenchCPU `json:"cpu_per_request,omitempty"`
+	CPU *CPU `json:"cpu_per_request,omitempty"`
 	// Failures counts the requests without an answer by what the client
 	// saw (the error's last part: a timeout, a reset, ...).
 	Failures map[string]int `json:"failures,omitempty"`
 }
 
-// benchOneUnit is the product with one unit that the refusal and memory
+// OneUnit is the product with one unit that the refusal and memory
 // phases hammer: it must end with exactly one order.
-type BenchOneUnit struct {
+type OneUnit struct {
 	Buyers int   `json:"buyers"` // distinct users who sent a seckill order for it
 	Orders int64 `json:"orders"`
 }
 
-// benchMemory is the memory phase.
-type BenchMemory struct {
-	Clients    int       `json:"clients"`
-	Seconds    float64   `json:"seconds"`
-	Load       BenchRate `json:"load"`
-	PeakRSSMB  float64   `json:"peak_rss_mb"`  // VmHWM, reset when the phase starts
-	MaxRSSMB   float64   `json:"max_rss_mb"`   // highest VmRSS sampled every 100 ms
-	StartRSSMB float64   `json:"start_rss_mb"` // VmRSS before the phase
-	MaxConns   string    `json:"max_conns"`    // the shop's connection cap, as configured
+// Memory is the memory phase.
+type Memory struct {
+	Clients    int     `json:"clients"`
+	Seconds    float64 `json:"seconds"`
+	Load       Rate    `json:"load"`
+	PeakRSSMB  float64 `json:"peak_rss_mb"`  // VmHWM, reset when the phase starts
+	MaxRSSMB   float64 `json:"max_rss_mb"`   // highest VmRSS sampled every 100 ms
+	StartRSSMB float64 `json:"start_rss_mb"` // VmRSS before the phase
+	MaxConns   string  `json:"max_conns"`    // the shop's connection cap, as configured
 	// ListenOverflows: connects the kernel dropped during the phase
 	// because a listen queue was full (TcpExt ListenOverflows, whole
 	// machine; -1: not known), and SoMaxConn the queue's bound
@@ -139,8 +216,8 @@ type BenchMemory struct {
 	SoMaxConn       int64 `json:"somaxconn,omitempty"`
 }
 
-// benchTarget is one target of issue 14 next to this run's figure.
-type BenchTarget struct {
+// Target is one target of issue 14 next to this run's figure.
+type Target struct {
 	What   string  `json:"what"`
 	Want   string  `json:"want"`
 	Got    float64 `json:"got"`
@@ -160,8 +237,8 @@ const (
 	RouteNoNginx = "nginx not installed: skipped"   // (not a phase)
 )
 
-// plus is two halves of one load as one (see benchOrders.plus).
-func (r BenchRate) Plus(s BenchRate) BenchRate {
+// Plus is two halves of one load as one (see Orders.Plus).
+func (r Rate) Plus(s Rate) Rate {
 	out := r
 	out.Requests, out.Sent, out.Unanswered = r.Requests+s.Requests, r.Sent+s.Sent, r.Unanswered+s.Unanswered
 	out.Seconds = r.Seconds + s.Seconds
@@ -170,10 +247,11 @@ func (r BenchRate) Plus(s BenchRate) BenchRate {
 	}
 	out.P50, out.P90, out.P99, out.Max = max(r.P50, s.P50), max(r.P90, s.P90), max(r.P99, s.P99), max(r.Max, s.Max)
 	out.Answers, out.Failures = AddCounts(r.Answers, s.Answers), AddCounts(r.Failures, s.Failures)
+	out.CPU = r.CPU.plus(s.CPU, int64(r.Sent), int64(s.Sent), r.Seconds, s.Seconds)
 	return out
 }
 
-// addCounts is a and b added key by key, in a new map (nil when both are
+// AddCounts is a and b added key by key, in a new map (nil when both are
 // empty, so an absent table stays absent).
 func AddCounts(a, b map[string]int) map[string]int {
 	if len(a) == 0 && len(b) == 0 {
@@ -189,12 +267,12 @@ func AddCounts(a, b map[string]int) map[string]int {
 	return out
 }
 
-const BenchBatchMetric = "shop_orders_batch_size"
+const BatchMetric = "shop_orders_batch_size"
 
-// plus is two halves of one phase as one: counts add up; a latency
+// Plus is two halves of one phase as one: counts add up; a latency
 // quantile is the larger of the two halves' (never understated); the
 // mean batch is weighted by the orders each half committed.
-func (o BenchOrders) Plus(p BenchOrders) BenchOrders {
+func (o Orders) Plus(p Orders) Orders {
 	out := o
 	out.Committed, out.Seconds = o.Committed+p.Committed, o.Seconds+p.Seconds
 	if out.Seconds > 0 {
@@ -208,6 +286,7 @@ func (o BenchOrders) Plus(p BenchOrders) BenchOrders {
 		s.T += o.Seconds
 		out.Series = append(out.Series, s)
 	}
+	out.CPU = o.CPU.plus(p.CPU, o.Committed, p.Committed, o.Seconds, p.Seconds)
 	out.Load = o.Load.Plus(p.Load)
 	out.Answers = out.Load.Answers
 	return out
