@@ -48,10 +48,12 @@ func (a *api) allow(c *gin.Context, class string, lim redis_rate.Limit, subject 
 		logger(c).Debug("rate limit not checked: Redis did not answer", "class", class, "err", err)
 		return true
 	}
+	// Keys as Header.Set stores (and writes) them, canonical, spelled out:
+	// Set would make each anew on every order (RateLimit-* is not canonical).
 	h := c.Writer.Header()
-	h.Set("RateLimit-Limit", strconv.Itoa(lim.Burst))
-	h.Set("RateLimit-Remaining", strconv.Itoa(res.Remaining))
-	h.Set("RateLimit-Reset", ceilSeconds(res.ResetAfter))
+	h["Ratelimit-Limit"] = []string{strconv.Itoa(lim.Burst)}
+	h["Ratelimit-Remaining"] = []string{strconv.Itoa(res.Remaining)}
+	h["Ratelimit-Reset"] = []string{ceilSeconds(res.ResetAfter)}
 	if res.Allowed > 0 {
 		return true
 	}

@@ -40,7 +40,7 @@ func requestID(base *slog.Logger) gin.HandlerFunc {
 			_, _ = rand.Read(b[:])
 			id = hex.EncodeToString(b[:])
 		}
-		c.Header("X-Request-ID", id)
+		c.Writer.Header()["X-Request-Id"] = []string{id} // canonical, as Set would store it, without making it anew
 		c.Set(ctxLogger, &requestLog{base: base, id: id})
 		c.Next()
 	}
