@@ -271,7 +271,7 @@ func (h runner) Partition(ctx context.Context) report.Scenario {
 	}()
 	loadStart := make(chan time.Time, 1)
 	faultsDone := make(chan []report.PartitionRow, 1)
-	st := &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6)}
+	st := &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6), Lasts: h.O.ChaosDuration}
 	go func() { faultsDone <- h.runPartitions(ctx, e, plan, loadStart, st) }()
 	res, err := h.RaceClocked(ctx, cfg, loadStart)
 	rows := <-faultsDone
