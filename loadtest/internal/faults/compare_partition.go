@@ -72,7 +72,7 @@ func (h runner) comparePartition(ctx context.Context, strategy string, seed int6
 		cell.Error = "create the hot product: " + err.Error()
 		return cell
 	}
-	st := &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-cmpnet-restock-" + loadgen.RandomID(6)}
+	st := &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-cmpnet-restock-" + loadgen.RandomID(6), Lasts: h.O.ChaosDuration}
 	cfg := h.RaceConfig(e, "compare (partitions) "+strategy)
 	cfg.ProductID, cfg.Stock = p.ID, stock
 	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = h.O.Retries, 0.3, h.O.TinyTimeout, true
@@ -93,10 +93,10 @@ func (h runner) comparePartition(ctx context.Context, strategy string, seed int6
 			return
 		}
 		harness.Sleep(ctx, time.Until(t0.Add(time.Second)))
-		_ = st.Size(ctx, t0, h.O.ChaosDuration)
+		_ = st.Size(ctx, t0, st.Lasts)
 		for _, f := range plan {
 			harness.Sleep(ctx, time.Until(t0.Add(f.At-300*time.Millisecond)))
-			_ = st.Size(ctx, t0, h.O.ChaosDuration)
+			_ = st.Size(ctx, t0, st.Lasts)
 			harness.Sleep(ctx, time.Until(t0.Add(f.At)))
 			if ctx.Err() != nil {
 				return

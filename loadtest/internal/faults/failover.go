@@ -54,6 +54,10 @@ type topology struct {
 	// more. It must outlast the tier's failure detection, which a commit
 	// in flight at the fault may wait for.
 	LockWait time.Duration
+	// MinDuration: the sale lasts at least this long (--chaos-duration
+	// if longer), so that every fault and the recovery after it fall in
+	// it.
+	MinDuration time.Duration
 	// Unsafe: the part shows a loss; it passes only when the verdict
 	// catches one, and Window says what the fault left to lose.
 	Unsafe bool
@@ -77,7 +81,7 @@ type plannedFault struct {
 // Passes only when every invariant holds, every fault was carried out,
 // orders flowed again within A2's bound, and no answer was a 500.
 func (h runner) Failover(ctx context.Context, part string) report.Scenario {
-	r := report.Scenario{Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": 2, "duration": h.O.ChaosDuration.String()}}
+	r := report.Scenario{Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "retries": 2}}
 	if len(h.O.Targets) > 0 {
 		r.Error = part + " " + harness.ErrTargetMode.Error()
 		return r
@@ -95,7 +99,9 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 	wait := cmp.Or(top.LockWait, 2*time.Second)
 	reqTimeout := wait + 200*time.Millisecond
 	r.Params["lock_ttl"], r.Params["lock_wait"], r.Params["request_timeout"] = ttl.String(), wait.String(), reqTimeout.String()
-	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", top.Desc, h.O.Users, h.O.ChaosDuration, faultNames(top.Faults))
+	dur := max(h.O.ChaosDuration, top.MinDuration)
+	r.Params["duration"] = dur.String()
+	r.Title = fmt.Sprintf("failover on %s: %d buyers over %s, race + retry, %s", top.Desc, h.O.Users, dur, faultNames(top.Faults))
 	e, err := h.Setup(ctx, part, harness.Setup{RedisURL: top.Url, MysqlDSN: top.MysqlDSN,
 		Common: append([]string{"SHOP_LOCK_TTL=" + ttl.String(), "SHOP_LOCK_WAIT=" + wait.String(), "SHOP_REQUEST_TIMEOUT=" + reqTimeout.String()}, top.Env...)})
 	if err != nil {
@@ -124,7 +130,7 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 	cfg.Attempts, cfg.RegularShare, cfg.TinyTimeout, cfg.Failover = 2, regularShare, h.O.TinyTimeout, true
 	cfg.RegularProducts, cfg.RegularStock = 4, max(1, int64(h.O.Users)/8)
 	cfg.MaxResends = 20 // 100-300 ms apart: resends outlast a failover of a few seconds
-	cfg.Rate = float64(h.O.Users) / h.O.ChaosDuration.Seconds()
+	cfg.Rate = float64(h.O.Users) / dur.Seconds()
 	// The client waits past the shop's own bound (its request timeout + 1
 	// s), so an answer the shop owes is never counted as none.
 	cfg.Timeout = min(h.O.Timeout, max(5*time.Second, reqTimeout+2*time.Second))
@@ -135,7 +141,7 @@ func (h runner) Failover(ctx context.Context, part string) report.Scenario {
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
-		rows = h.InjectFaults(ctx, e, top.Faults, lockKey, loadStart, ttl, &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6)})
+		rows = h.InjectFaults(ctx, e, top.Faults, lockKey, loadStart, ttl, &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6), Lasts: dur})
 	}()
 	res, err := h.RaceClocked(ctx, cfg, loadStart)
 	<-faultsDone
@@ -237,7 +243,7 @@ func (h runner) InjectFaults(ctx context.Context, e *harness.Env, plan []planned
 	}
 	var rows []report.FailoverRow
 	for _, pf := range plan {
-		at := time.Duration(pf.At * float64(h.O.ChaosDuration))
+		at := time.Duration(pf.At * float64(st.Lasts))
 		sizeErr = errors.Join(sizeErr, h.sizeBefore(ctx, t0, at, st))
 		var ready error
 		if pf.Ready != nil {
@@ -280,14 +286,14 @@ func (h runner) sizedStart(ctx context.Context, loadStart <-chan time.Time, st *
 		return t0, nil, false
 	}
 	harness.Sleep(ctx, time.Until(t0.Add(time.Second)))
-	return t0, st.Size(ctx, t0, h.O.ChaosDuration), true
+	return t0, st.Size(ctx, t0, st.Lasts), true
 }
 
 // sizeBefore sizes the hot product half a second before a fault at `at`
 // from t0, then waits for the fault's time.
 func (h runner) sizeBefore(ctx context.Context, t0 time.Time, at time.Duration, st *stocker) error {
 	harness.Sleep(ctx, time.Until(t0.Add(at-500*time.Millisecond)))
-	err := st.Size(ctx, t0, h.O.ChaosDuration)
+	err := st.Size(ctx, t0, st.Lasts)
 	harness.Sleep(ctx, time.Until(t0.Add(at)))
 	return err
 }
@@ -301,7 +307,8 @@ type stocker struct {
 	Id      int64
 	Initial int64
 	Key     string
-	Added   int64 // units restocked so far
+	Lasts   time.Duration // the load's length, from its start
+	Added   int64         // units restocked so far
 	N       int
 }
 

@@ -209,12 +209,7 @@ func (h runner) Partition(ctx context.Context) report.Scenario {
 	r := report.Scenario{Params: map[string]any{"seed": seed, "users": h.O.Users, "duration": h.O.ChaosDuration.String(),
 		"lock_ttl": partTTL.String(), "lock_wait": partWait.String(), "request_timeout": partReqTimeout.String()}}
 	r.Title = fmt.Sprintf("network faults, seed %d: %d buyers over %s, race + retry + payments", seed, h.O.Users, h.O.ChaosDuration)
-	if len(h.O.Targets) > 0 {
-		r.Error = "partition " + harness.ErrTargetMode.Error()
-		return r
-	}
-	if h.O.Instances < 2 {
-		r.Error = "partition needs --instances >= 2 (one instance is cut while others sell)"
+	if r.Error = h.Unfit("partition", 2, " (one instance is cut while others sell)"); r.Error != "" {
 		return r
 	}
 	payTimeout := max(2*time.Second, (h.O.ChaosDuration / 3).Round(time.Second))
@@ -276,7 +271,7 @@ func (h runner) Partition(ctx context.Context) report.Scenario {
 	}()
 	loadStart := make(chan time.Time, 1)
 	faultsDone := make(chan []report.PartitionRow, 1)
-	st := &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6)}
+	st := &stocker{E: e, Id: p.ID, Initial: stock, Key: "lt-restock-" + loadgen.RandomID(6), Lasts: h.O.ChaosDuration}
 	go func() { faultsDone <- h.runPartitions(ctx, e, plan, loadStart, st) }()
 	res, err := h.RaceClocked(ctx, cfg, loadStart)
 	rows := <-faultsDone

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -44,4 +45,17 @@ func Sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// Unfit is why a scenario that starts and faults its own shops cannot run
+// with these flags ("" when it can): not against --target shops, and with
+// at least minInstances instances (why says what for).
+func (h *Harness) Unfit(name string, minInstances int, why string) string {
+	if len(h.O.Targets) > 0 {
+		return name + " " + ErrTargetMode.Error()
+	}
+	if h.O.Instances < minInstances {
+		return fmt.Sprintf("%s needs --instances >= %d%s", name, minInstances, why)
+	}
+	return ""
 }

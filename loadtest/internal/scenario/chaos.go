@@ -20,12 +20,7 @@ import (
 func (h runner) Chaos(ctx context.Context) report.Scenario {
 	r := report.Scenario{Title: fmt.Sprintf("chaos: %d buyers over %s with SIGKILL, Redis restart and FLUSHALL, SIGSTOP past the lock TTL", h.O.Users, h.O.ChaosDuration),
 		Params: map[string]any{"users": h.O.Users, "stock": h.O.Stock, "duration": h.O.ChaosDuration.String(), "lock_ttl": "1s", "lock_wait": "1s"}}
-	if len(h.O.Targets) > 0 {
-		r.Error = "chaos " + harness.ErrTargetMode.Error()
-		return r
-	}
-	if h.O.Instances < 2 {
-		r.Error = "chaos needs --instances >= 2"
+	if r.Error = h.Unfit("chaos", 2, ""); r.Error != "" {
 		return r
 	}
 	const ttl, wait = time.Second, time.Second
