@@ -37,7 +37,7 @@ import (
 // Restocks spread their units over the buckets (spread); returns of
 // cancelled orders go to bucket 0 (ReturnTx). Only lock-fence walks
 // buckets: the shop refuses to start with K > 1 under another strategy,
-// and Admit deducts a product held in buckets by lock-fence whatever a lab
+// and Deduct deducts a product held in buckets by lock-fence whatever a lab
 // switch says.
 
 // MaxBuckets bounds K: the empty-bucket memory is one 64-bit mask.
@@ -195,9 +195,8 @@ func readTotal(db *gorm.DB, id int64) (Product, error) {
 // bucketsOf is a product's K, read once (it never changes). A product not
 // found is taken as one bucket: its deduction answers ErrNotFound as before.
 // That answer is not remembered (the product may be created the next
-// moment, and Deduct asks again for what Admit found missing), so an order
-// for an id that does not exist costs a primary-key read in Admit and in
-// Deduct, besides the deduction that refuses it.
+// moment), so an order for an id that does not exist costs a primary-key
+// read in Deduct, besides the deduction that refuses it.
 func (s *Service) bucketsOf(ctx context.Context, id int64) (int, error) {
 	if k, ok := s.buckets.Load(id); ok {
 		return k.(int), nil

@@ -55,12 +55,8 @@ func (f *fixture) buckets(t *testing.T, id int64) []int64 {
 // final refusal is the error.
 func buy(ctx context.Context, s instance, id, quantity int64) error {
 	no := fmt.Sprintf("B%d-%d", time.Now().UnixNano(), orderSeq.Add(1))
-	admitted, err := s.Admit(ctx, id, no, quantity)
-	if err != nil {
-		return err
-	}
 	var refused error
-	err = s.Guard(ctx, admitted, func(ctx context.Context, take *inventory.Take) error {
+	err := s.Guard(ctx, id, []inventory.Want{{OrderNo: no, Quantity: quantity}}, func(ctx context.Context, take *inventory.Take) error {
 		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			taken, err := s.DeductTx(tx, take, []inventory.Want{{OrderNo: no, Quantity: quantity}})
 			if err != nil {
@@ -289,25 +285,24 @@ func TestBucketRestockReplayAnswersTheSum(t *testing.T) {
 	}
 }
 
-// TestBucketsOfAProductCreatedAfterAdmit: a want admitted while its product
-// did not exist yet (taken then as one bucket) is deducted by walking the
-// buckets of the product created since, not from bucket 0 alone.
-func TestBucketsOfAProductCreatedAfterAdmit(t *testing.T) {
+// TestBucketsOfAProductCreatedAfterCheck: a want checked while its product
+// did not exist yet (when nothing is known of its K) is deducted by walking
+// the buckets of the product created since, not from bucket 0 alone.
+func TestBucketsOfAProductCreatedAfterCheck(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	s := f.bucketed(t, 3, 0)
 	ctx := context.Background()
 	before := f.product(t, s, 1)
 	no := fmt.Sprintf("late-%d", orderSeq.Add(1))
-	admitted, err := s.Admit(ctx, before+1, no, 2)
-	if err != nil {
-		t.Fatal(err)
+	if c := s.Check(ctx, before+1); c.SoldOut || !c.Locks {
+		t.Fatalf("check of a product not there yet: %+v, want not sold out, locked", c)
 	}
 	if id := f.product(t, s, 3); id != before+1 { // [1 1 1]
 		t.Fatalf("the product got id %d, want %d (the id admitted before it existed)", id, before+1)
 	}
 	var refused error
-	err = s.Guard(ctx, admitted, func(ctx context.Context, take *inventory.Take) error {
+	err := s.Guard(ctx, before+1, []inventory.Want{{OrderNo: no, Quantity: 2}}, func(ctx context.Context, take *inventory.Take) error {
 		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			taken, err := s.DeductTx(tx, take, []inventory.Want{{OrderNo: no, Quantity: 2}})
 			if err == nil {

@@ -24,9 +24,14 @@ type Take struct {
 	// Fence is the product lock's fencing token; zero = none.
 	Fence Fence
 
-	strategy string   // the admission's, resolved once per request
+	strategy string   // the Deduction's, resolved once per batch
 	seen     *Product // prepare's read, for the read-modify-write lab strategies
 	soldOut  bool     // the last DeductTx left the product known to be sold out
+
+	// gated: the wants came through the gate, whose settlement needs the
+	// order numbers the last DeductTx granted.
+	gated   bool
+	granted []string
 
 	// A product held in buckets (buckets.go): K, and either the one bucket
 	// this hold deducts from or, all, every bucket under fences (indexed
@@ -51,6 +56,7 @@ type Take struct {
 // what the rolled-back run saw.
 func (t *Take) Restart() {
 	t.soldOut, t.open, t.emptied, t.tallied, t.left = false, 0, false, false, 0
+	t.granted = t.granted[:0]
 }
 
 // prepare is the part of a deduction that runs before the caller opens its
@@ -146,6 +152,14 @@ func (s *Service) DeductTx(tx *gorm.DB, t *Take, wants []Want) (taken Taken, err
 		taken, err = s.fenced(tx, t, wants, t.Fence)
 	}
 	t.soldOut = err == nil && taken.SoldOut
+	if t.gated && err == nil {
+		t.granted = t.granted[:0]
+		for k, w := range wants {
+			if taken.Refused[k] == nil {
+				t.granted = append(t.granted, w.OrderNo)
+			}
+		}
+	}
 	return taken, err
 }
 

@@ -9,12 +9,14 @@ import (
 )
 
 // Deduction is one batch's guarded deduction of a product's stock: the
-// holds the admitted want's strategy needs, taken one at a time, each
-// handed to the caller for one transaction. The caller reads it as a loop,
+// gate's admission of its wants (redis-gate), then the holds the product's
+// strategy needs, taken one at a time, each handed to the caller for one
+// transaction, then the gate's settlement. The caller reads it as a loop,
 // with no callback:
 //
-//	d := inv.Deduct(ctx, admitted)
+//	d := inv.Deduct(ctx, productID, wants)
 //	defer d.Close()
+//	refused := d.Refused() // the gate's refusals, per want
 //	for d.Next() {
 //		d.Done(runTx(d.Context(), d.Take())) // DeductTx(tx, d.Take(), wants) inside
 //	}
@@ -32,21 +34,30 @@ import (
 //
 // A write refused for a stale fence (Redis lost the fence counter) raises
 // the counter to what the database last accepted and hands the same hold
-// again, new, up to three times. The wants of a batch share its first
-// admission's strategy. A deduction that left the product sold out puts it
-// in the sold-out book once its last hold was released (SoldOut).
+// again, new, up to three times. A deduction that left the product sold
+// out puts it in the sold-out book once its last hold was released
+// (SoldOut).
 //
 // A deadline on ctx (the batch's most pressed request) bounds each wait
 // for a lock, not the holds: a hold whose context ended would stop its
 // watchdog while the transaction still runs (see HoldPast).
 type Deduction struct {
-	s        *Service
-	a        Admission
-	ctx      context.Context // the caller's: its deadline bounds the waits
-	hold     context.Context // the holds' (HoldPast)
-	cancel   context.CancelFunc
-	deadline time.Time // ctx's; zero: none
-	start    time.Time
+	s         *Service
+	productID int64
+	strategy  string          // resolved once, for the whole batch
+	buckets   int             // the product's K
+	ctx       context.Context // the caller's: its deadline bounds the waits
+	hold      context.Context // the holds' (HoldPast)
+	cancel    context.CancelFunc
+	deadline  time.Time // ctx's; zero: none
+	start     time.Time
+
+	// The gate's part (redis-gate): what it took for each want, its
+	// refusals (per want), and the order numbers whose units a committed
+	// transaction sold, for the settlement in Close.
+	admitted []admission
+	refused  []error
+	sold     map[string]bool
 
 	next   step // what Next takes
 	stale  int  // holds of next refused for a stale fence so far
@@ -80,38 +91,66 @@ type held struct {
 	paused bool
 }
 
-// Deduct starts the deduction of an admitted want's batch; nothing is held
-// until Next. Close it when done with it.
-func (s *Service) Deduct(ctx context.Context, a Admission) *Deduction {
-	d := &Deduction{s: s, a: a, ctx: ctx, hold: ctx, start: time.Now()}
+// Deduct starts the deduction of a batch of wants for productID, all of
+// one product, in arrival order: it resolves the product's strategy once
+// for the batch and, for redis-gate, lets each want through the gate
+// (Refused says which were turned away); nothing is held until Next.
+// Close it when done with it.
+func (s *Service) Deduct(ctx context.Context, productID int64, wants []Want) *Deduction {
+	d := &Deduction{s: s, productID: productID, strategy: s.StrategyOf(productID), ctx: ctx, hold: ctx, start: time.Now()}
 	if dl, ok := ctx.Deadline(); ok {
 		d.deadline = dl
 		d.hold, d.cancel = HoldPast(ctx, dl)
 	}
-	if a.buckets <= 1 {
-		// Admitted before the product was known here (or existed): ask
-		// again, or a product created since would be deducted from bucket
-		// 0 alone. A known K is a map hit.
-		k, err := s.bucketsOf(ctx, a.productID)
-		if err != nil {
-			d.closed, d.err = true, err // nothing deducted, nothing counted
-			return d
-		}
-		if d.a.buckets = k; k > 1 {
-			d.a.strategy = LockFence
-		}
+	k, err := s.bucketsOf(ctx, productID)
+	if err != nil {
+		d.end(err) // nothing admitted, nothing held
+		return d
 	}
-	if d.a.buckets > 1 {
-		d.empty, d.gen = s.empty.get(a.productID)
+	if d.buckets = k; k > 1 {
+		d.strategy = LockFence // the only strategy that walks buckets
+		d.empty, d.gen = s.empty.get(productID)
 		d.next = d.bucketAfter(-1)
+	}
+	if d.strategy == RedisGate && len(wants) > 0 {
+		d.admit(wants)
 	}
 	return d
 }
 
+// admit takes each want's units from the gate. A want turned away is
+// refused; when none is left, the deduction is over with nothing held. A
+// gate that cannot answer ends it (the units taken so far go back in
+// Close).
+func (d *Deduction) admit(wants []Want) {
+	d.refused = make([]error, len(wants))
+	d.admitted = make([]admission, 0, len(wants))
+	left := 0
+	for i, w := range wants {
+		a, refused, err := d.s.admit(d.ctx, d.productID, w)
+		if err != nil {
+			d.end(err)
+			return
+		}
+		if d.refused[i] = refused; refused == nil {
+			d.admitted = append(d.admitted, a)
+			left++
+		}
+	}
+	if left == 0 {
+		d.end(nil)
+	}
+}
+
+// Refused is, per want of Deduct, the gate's refusal (redis-gate: ErrSoldOut,
+// ErrInsufficientStock or ErrBusy), nil for a want let through; nil for
+// strategies without a gate. A refused want must not be deducted.
+func (d *Deduction) Refused() []error { return d.refused }
+
 // bucketAfter is the walk's step after the i-th bucket tried from home
 // (-1: none yet): the next bucket not known empty, else the tally.
 func (d *Deduction) bucketAfter(i int) step {
-	k := d.a.buckets
+	k := d.buckets
 	home := d.s.home % k
 	for i++; i < k; i++ {
 		if b := (home + i) % k; d.empty&(1<<b) == 0 {
@@ -127,13 +166,13 @@ func (d *Deduction) Next() bool {
 	if d.closed {
 		return false
 	}
-	s, a := d.s, d.a
-	walks := a.buckets > 1
+	s := d.s
+	walks := d.buckets > 1
 	switch {
 	case !walks || d.stale > 0: // a stale-fence retry is no new step
 	case d.next.all:
 		s.metrics.bucketTally()
-	case d.next.bucket != s.home%a.buckets:
+	case d.next.bucket != s.home%d.buckets:
 		s.metrics.bucketMove()
 	}
 	h, err := d.acquire()
@@ -142,9 +181,9 @@ func (d *Deduction) Next() bool {
 		return false
 	}
 	d.held = h
-	t := &Take{ProductID: a.productID, strategy: a.strategy}
+	t := &Take{ProductID: d.productID, strategy: d.strategy, gated: len(d.admitted) > 0}
 	if walks {
-		t.strategy, t.buckets = LockFence, a.buckets
+		t.buckets = d.buckets
 		t.bucket, t.all = d.next.bucket, d.next.all
 	}
 	if len(h.locks) > 0 {
@@ -195,9 +234,17 @@ func (d *Deduction) Done(err error) {
 		return
 	}
 	d.stale = 0
-	id := d.a.productID
+	if t.gated {
+		if d.sold == nil {
+			d.sold = make(map[string]bool, len(t.granted))
+		}
+		for _, no := range t.granted {
+			d.sold[no] = true
+		}
+	}
+	id := d.productID
 	switch {
-	case d.a.buckets <= 1:
+	case d.buckets <= 1:
 		d.soldOut = t.soldOut
 	case d.next.all:
 		if t.tallied {
@@ -209,7 +256,7 @@ func (d *Deduction) Done(err error) {
 			s.empty.add(id, d.gen, 1<<d.next.bucket)
 		}
 		if t.open > 0 {
-			d.next = d.bucketAfter((d.next.bucket - s.home%d.a.buckets + d.a.buckets) % d.a.buckets)
+			d.next = d.bucketAfter((d.next.bucket - s.home%d.buckets + d.buckets) % d.buckets)
 			return
 		}
 	}
@@ -227,12 +274,22 @@ func (d *Deduction) Err() error { return d.err }
 func (d *Deduction) SoldOut() (version int64, ok bool) { return d.version, d.soldOut }
 
 // Close releases a hold still taken (the caller's work ended without Done,
-// a panic) and ends the deduction. It may be called more than once.
+// a panic), ends the deduction and settles the gate's admissions: the
+// units of a want whose order a committed transaction created stay sold,
+// the others go back to the gate (the first want of an order number is the
+// one that created it; a twin of it in the batch gives its share back). It
+// may be called more than once.
 func (d *Deduction) Close() {
 	if d.held != nil {
 		d.Done(errClosed)
 	}
 	d.end(errClosed)
+	for _, a := range d.admitted {
+		sold := d.sold[a.OrderNo]
+		delete(d.sold, a.OrderNo)
+		d.s.settle(d.ctx, d.productID, a, sold)
+	}
+	d.admitted = nil
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -250,13 +307,13 @@ func (d *Deduction) end(err error) {
 		return
 	}
 	d.closed, d.err = true, err
-	d.s.metrics.deducted(d.a.strategy, err, time.Since(d.start))
+	d.s.metrics.deducted(d.strategy, err, time.Since(d.start))
 	if err != nil {
 		d.soldOut = false
 		return
 	}
 	if d.soldOut {
-		d.version, d.soldOut = d.s.learnSoldOut(d.ctx, d.a.productID)
+		d.version, d.soldOut = d.s.learnSoldOut(d.ctx, d.productID)
 	}
 }
 
@@ -265,8 +322,8 @@ func (d *Deduction) end(err error) {
 // K-1; deductions hold one bucket lock at a time, so taking them in order
 // cannot deadlock with anything), each under the one before it.
 func (d *Deduction) acquire() (*held, error) {
-	s, id := d.s, d.a.productID
-	if !locks(d.a.strategy) && d.a.buckets <= 1 {
+	s, id := d.s, d.productID
+	if !locks(d.strategy) && d.buckets <= 1 {
 		return &held{work: d.ctx}, nil
 	}
 	wait := s.cfg.LockWait
@@ -277,7 +334,7 @@ func (d *Deduction) acquire() (*held, error) {
 	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !paused}
 	first, last := d.next.bucket, d.next.bucket
 	if d.next.all {
-		first, last = 0, d.a.buckets-1
+		first, last = 0, d.buckets-1
 	}
 	h := &held{paused: paused, work: d.hold}
 	for b := first; b <= last; b++ {
@@ -307,7 +364,7 @@ func (d *Deduction) release(err error) error {
 
 func (d *Deduction) releaseAll(h *held, err error) error {
 	for i := len(h.locks) - 1; i >= 0; i-- {
-		err = d.s.holdErr(d.a.productID, h.paused, d.s.locks.End(h.under[i], h.locks[i], err))
+		err = d.s.holdErr(d.productID, h.paused, d.s.locks.End(h.under[i], h.locks[i], err))
 	}
 	return err
 }
@@ -316,10 +373,10 @@ func (d *Deduction) releaseAll(h *held, err error) error {
 // fence its row last accepted.
 func (d *Deduction) raiseFence() error {
 	if !d.next.all {
-		return d.s.raiseFence(d.ctx, d.a.productID, d.next.bucket)
+		return d.s.raiseFence(d.ctx, d.productID, d.next.bucket)
 	}
-	for b := range d.a.buckets {
-		if err := d.s.raiseFence(d.ctx, d.a.productID, b); err != nil {
+	for b := range d.buckets {
+		if err := d.s.raiseFence(d.ctx, d.productID, b); err != nil {
 			return err
 		}
 	}

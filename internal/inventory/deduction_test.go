@@ -22,7 +22,7 @@ func TestDeductionClosedMidHold(t *testing.T) {
 	ctx := context.Background()
 
 	func() {
-		d := s.Deduct(ctx, s.Unadmitted(id))
+		d := s.Deduct(ctx, id, nil)
 		defer d.Close()
 		defer func() { recover() }()
 		if !d.Next() {
@@ -31,7 +31,7 @@ func TestDeductionClosedMidHold(t *testing.T) {
 		panic("the batch's work panicked under the hold")
 	}()
 
-	d := s.Deduct(ctx, s.Unadmitted(id))
+	d := s.Deduct(ctx, id, nil)
 	defer d.Close()
 	if !d.Next() {
 		t.Fatalf("the next batch did not get the lock within its wait: %v (want the closed deduction's hold released)", d.Err())
@@ -55,7 +55,7 @@ func TestDeductionDoneWithError(t *testing.T) {
 	ctx := context.Background()
 	failed := errors.New("the transaction failed")
 
-	d := s.Deduct(ctx, s.Unadmitted(id))
+	d := s.Deduct(ctx, id, nil)
 	if !d.Next() {
 		t.Fatalf("hold: %v", d.Err())
 	}

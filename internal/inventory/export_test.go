@@ -2,14 +2,25 @@ package inventory
 
 import "context"
 
-// Unadmitted is an admission that took nothing from the gate, for tests
-// that write a want the way a batch does without touching the gate.
-func (s *Service) Unadmitted(productID int64) Admission {
-	a := Admission{productID: productID, strategy: s.StrategyOf(productID), buckets: 1}
-	if k, err := s.bucketsOf(context.Background(), productID); err == nil && k > 1 {
-		a.strategy, a.buckets = LockFence, k
+// Admission is what the gate took for one want, for the gate's tests.
+type Admission struct {
+	productID int64
+	a         admission
+}
+
+// Admit lets one want through the gate, as a Deduction does for each of its
+// wants: a refusal is the error.
+func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, quantity int64) (Admission, error) {
+	a, refused, err := s.admit(ctx, productID, Want{OrderNo: orderNo, Quantity: quantity})
+	if err == nil {
+		err = refused
 	}
-	return a
+	return Admission{productID: productID, a: a}, err
+}
+
+// Settle ends an admission, as a Deduction's Close does.
+func (s *Service) Settle(ctx context.Context, a Admission, served bool) {
+	s.settle(ctx, a.productID, a.a, served)
 }
 
 // PauseSeeding has f run between the gate seed's read of the product row and
@@ -33,11 +44,18 @@ func (s *Service) StrategyTableLocked() bool {
 // Home is this instance's home bucket, before mod K.
 func (s *Service) Home() int { return s.home }
 
-// Guard runs fn under each hold of a's deduction, the loop a batch runs
-// (order's placeBatch), for tests that deduct without order.
-func (s *Service) Guard(ctx context.Context, a Admission, fn func(ctx context.Context, t *Take) error) error {
-	d := s.Deduct(ctx, a)
+// Guard runs fn under each hold of a deduction of productID, the loop a
+// batch runs (order's placeBatch), for tests that deduct without order.
+// wants go through the gate (redis-gate; none: the gate is not
+// touched); a refusal is the error.
+func (s *Service) Guard(ctx context.Context, productID int64, wants []Want, fn func(ctx context.Context, t *Take) error) error {
+	d := s.Deduct(ctx, productID, wants)
 	defer d.Close()
+	for _, err := range d.Refused() {
+		if err != nil {
+			return err
+		}
+	}
 	for d.Next() {
 		d.Done(fn(d.Context(), d.Take()))
 	}

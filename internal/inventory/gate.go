@@ -165,9 +165,9 @@ func (s *Service) gateKeys(id int64) []string {
 }
 
 // gateLease is how long admitted units stay held for their request before
-// any instance may reap them. A request waits for the product lock
-// (LockWait) behind the batches queued before it, holds it (renewed past
-// LockTTL while a batch runs) and settles right after its batch commits,
+// any instance may reap them. A batch takes its wants' units just before
+// it waits for the product lock (LockWait), holds it (renewed past LockTTL
+// while the batch runs) and settles right after its transaction commits,
 // so a live holder settles within a few lock waits and TTLs. The default is
 // ten times that, and at least a minute: reaping a live holder's units only
 // lets the gate admit too many for a moment (the database still refuses
@@ -180,73 +180,54 @@ func (s *Service) gateLease() time.Duration {
 	return max(time.Minute, 10*(s.cfg.LockWait+s.cfg.LockTTL))
 }
 
-// Admission is Admit's answer for one order: the product's strategy,
-// resolved once for the request, and what the gate took; Deduct deducts by
-// that strategy and Settle ends the hold.
-type Admission struct {
-	productID int64
-	orderNo   string
-	quantity  int64
-	strategy  string
-	buckets   int    // the product's K
-	gen       string // the hold's generation; "" = nothing held
+// admission is what the gate took for one want of a deduction; gen "":
+// nothing (the product has no gate, or the order exists already).
+type admission struct {
+	Want
+	gen string // the hold's generation
 }
 
-// Locks reports whether the admitted want is deducted under the product
-// lock, which is what lets the wants of one product share a lock hold (the
-// lock-free lab strategies take none).
-func (a Admission) Locks() bool { return locks(a.strategy) }
-
-// Admit lets a want for order orderNo through the gate before it queues
-// for the product lock. It returns the admission (hand it to Settle once
-// the want's fate is known) when admitted (always, for products whose
-// strategy has no gate); ErrSoldOut or ErrInsufficientStock when the gate
-// is empty and the database agrees; ErrBusy when the gate is empty but
-// units are admitted and not committed yet.
-func (s *Service) Admit(ctx context.Context, productID int64, orderNo string, quantity int64) (Admission, error) {
-	a := Admission{productID: productID, orderNo: orderNo, quantity: quantity, strategy: s.StrategyOf(productID)}
-	k, err := s.bucketsOf(ctx, productID)
-	if err != nil {
-		return a, err
-	}
-	if a.buckets = k; k > 1 {
-		a.strategy = LockFence // the only strategy that walks buckets
-	}
-	if a.strategy != RedisGate {
-		return a, nil
-	}
+// admit lets want w for productID through the gate (redis-gate) when its
+// Deduction begins, before any hold is taken. It returns what the gate took
+// (settle it once the want's fate is known); or, refused, ErrSoldOut or
+// ErrInsufficientStock when the gate is empty and the database agrees,
+// ErrBusy when the gate is empty but units are admitted and not committed
+// yet; or err, when Redis or the database could not answer.
+func (s *Service) admit(ctx context.Context, productID int64, w Want) (a admission, refused, err error) {
+	a.Want = w
 	keys := s.gateKeys(productID)
 	gen := rand.Text()
 	reaped := false
 	for range 3 {
-		r, err := gateTake.Run(ctx, s.rdb, keys, orderNo, quantity, gen, s.gateLease().Milliseconds()).Slice()
+		r, err := gateTake.Run(ctx, s.rdb, keys, w.OrderNo, w.Quantity, gen, s.gateLease().Milliseconds()).Slice()
 		if err != nil {
-			return a, err
+			return a, nil, err
 		}
 		switch code, _ := r[0].(int64); code {
 		case 1:
 			a.gen, _ = r[1].(string)
-			return a, nil
+			return a, nil, nil
 		case 0:
 			if expired, _ := r[2].(int64); expired > 0 && !reaped {
 				// Units of a dead holder may be waiting: bring them back and ask again.
 				reaped = true
 				if _, err := s.reap(ctx, productID); err != nil {
-					return a, err
+					return a, nil, err
 				}
 				continue
 			}
 			// Refused. Units may still be in flight (admitted, not
 			// committed): that is "busy", not "sold out", until the
 			// database says so.
-			return a, s.refusal(ctx, productID, quantity)
+			refused, err := s.refusal(ctx, productID, w.Quantity)
+			return a, refused, err
 		}
 		// Not initialised (first use, or Redis lost it): seed from the database.
 		if err := s.seedGate(ctx, productID); err != nil {
-			return a, err
+			return a, nil, err
 		}
 	}
-	return a, errors.New("inventory: gate could not be initialised")
+	return a, nil, errors.New("inventory: gate could not be initialised")
 }
 
 // seedGate sets an absent gate to the product's stock. It reads the row and
@@ -268,35 +249,36 @@ func (s *Service) seedGate(ctx context.Context, productID int64) error {
 	})
 }
 
-// refusal is the error for a want the gate turned away. A product found
-// sold out goes into the sold-out book here: no batch will see the empty row
-// (the one that took the last units wrote without reading it).
-func (s *Service) refusal(ctx context.Context, productID, quantity int64) error {
+// refusal is why a want the gate turned away is refused (err: the
+// database could not say). A product found sold out goes into the sold-out
+// book here: no batch will see the empty row (the one that took the last
+// units wrote without reading it).
+func (s *Service) refusal(ctx context.Context, productID, quantity int64) (refused, err error) {
 	gen := s.soldOut.generation(productID)
 	p, err := s.Get(ctx, productID)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case p.Stock <= 0:
 		s.soldOut.learn(productID, gen, p.Version)
-		return ErrSoldOut
+		return ErrSoldOut, nil
 	case p.Stock < quantity:
-		return ErrInsufficientStock
+		return ErrInsufficientStock, nil
 	}
-	return ErrBusy
+	return ErrBusy, nil
 }
 
-// Settle ends an admission once its want's fate is known: served (its
+// settle ends an admission once its want's fate is known: served (its
 // order was committed) keeps the units sold; not served gives them back to
 // the gate. An admission that took nothing settles without a call.
-func (s *Service) Settle(ctx context.Context, a Admission, served bool) {
+func (s *Service) settle(ctx context.Context, productID int64, a admission, served bool) {
 	if a.gen == "" {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	err := gateSettle.Run(ctx, s.rdb, s.gateKeys(a.productID), a.orderNo, a.gen, a.quantity, boolArg(served), s.gateLease().Milliseconds()).Err()
+	err := gateSettle.Run(ctx, s.rdb, s.gateKeys(productID), a.OrderNo, a.gen, a.Quantity, boolArg(served), s.gateLease().Milliseconds()).Err()
 	if err != nil {
-		s.log.Warn("gate hold not settled (it is reaped when its lease ends)", "product_id", a.productID, "order_no", a.orderNo, "err", err)
+		s.log.Warn("gate hold not settled (it is reaped when its lease ends)", "product_id", productID, "order_no", a.OrderNo, "err", err)
 	}
 }
 

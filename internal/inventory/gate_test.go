@@ -55,7 +55,7 @@ func r1(t *testing.T, f *fixture, s instance, id int64) []string {
 func commit(t *testing.T, s instance, id int64, no string, quantity int64) {
 	t.Helper()
 	ctx := context.Background()
-	err := s.Guard(ctx, s.Unadmitted(id), func(ctx context.Context, take *inventory.Take) error {
+	err := s.Guard(ctx, id, nil, func(ctx context.Context, take *inventory.Take) error {
 		return dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
 			taken, err := s.DeductTx(tx, take, []inventory.Want{{OrderNo: no, Quantity: quantity}})
 			if err != nil {
@@ -303,5 +303,69 @@ func TestGateSeedRacingRestock(t *testing.T) {
 	}
 	if _, err := seeder.Admit(ctx, id, "buyer-2", 5); err != nil {
 		t.Errorf("a buyer of the restocked units: %v, want admitted", err)
+	}
+}
+
+// TestDeductionGatesItsBatch: a batch's Deduction lets each want through
+// the gate when it begins (a want the gate cannot cover is refused, with
+// the database's reason, and never deducted) and settles them all in
+// Close: the units of the orders its transaction created stay sold, the
+// twin of an order number gives its share back, nothing stays held.
+func TestDeductionGatesItsBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.gated(t)
+	id := f.product(t, s, 3)
+	ctx := context.Background()
+	wants := []inventory.Want{{OrderNo: "x", Quantity: 1}, {OrderNo: "x", Quantity: 1}, {OrderNo: "y", Quantity: 5}, {OrderNo: "z", Quantity: 1}}
+	d := s.Deduct(ctx, id, wants)
+	defer d.Close()
+	refused := d.Refused()
+	if len(refused) != 4 || refused[0] != nil || refused[1] != nil || !errors.Is(refused[2], inventory.ErrInsufficientStock) || refused[3] != nil {
+		t.Fatalf("the gate's refusals: %v; want only y (5 of 3 units) refused, insufficient stock", refused)
+	}
+	if u, h := level(t, s, id); u != 1 || h != 2 {
+		t.Fatalf("admitted: gate %d, held %d; want 1, 2 (x's twin shares its hold)", u, h)
+	}
+	served := []inventory.Want{wants[0], wants[3]} // a batch deducts each order number once
+	for d.Next() {
+		d.Done(dbx.Tx(d.Context(), s.db, func(tx *gorm.DB) error {
+			taken, err := s.DeductTx(tx, d.Take(), served)
+			if err == nil && taken.Granted() != 2 {
+				err = errors.New("not both served")
+			}
+			return err
+		}))
+	}
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if u, h := level(t, s, id); u != 1 || h != 0 {
+		t.Errorf("settled: gate %d, held %d; want 1, 0", u, h)
+	}
+	if v := r1(t, f, s, id); len(v) != 0 {
+		t.Errorf("R1: %v", v)
+	}
+}
+
+// TestDeductionGateAllRefused: a batch whose every want the gate turns
+// away takes no hold at all.
+func TestDeductionGateAllRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.gated(t)
+	id := f.product(t, s, 1)
+	ctx := context.Background()
+	d := s.Deduct(ctx, id, []inventory.Want{{OrderNo: "big", Quantity: 2}})
+	defer d.Close()
+	if r := d.Refused(); len(r) != 1 || !errors.Is(r[0], inventory.ErrInsufficientStock) {
+		t.Fatalf("refusals %v; want insufficient stock", r)
+	}
+	if d.Next() {
+		t.Fatal("a hold was taken for a batch the gate refused whole")
+	}
+	if err := d.Err(); err != nil {
+		t.Errorf("err %v; want none (the refusal is the want's answer)", err)
 	}
 }

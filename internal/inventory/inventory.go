@@ -541,7 +541,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // the database when redis-gate next needs it. The counter is deleted after
 // the switch, outside labMu (a Redis call must not stall StrategyOf): a gate
 // seeded in between is only seeded again, the gate only saves work. A
-// product held in buckets is always deducted by lock-fence: Admit ignores a
+// product held in buckets is always deducted by lock-fence: Deduct ignores a
 // switch for it.
 func (s *Service) UseStrategy(productID int64, name string) {
 	if s.switchStrategy(productID, name) {

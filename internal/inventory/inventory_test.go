@@ -75,15 +75,10 @@ func deduct(ctx context.Context, s instance, id, quantity int64) error {
 // book inserts its orders there).
 func deductThen(ctx context.Context, s instance, id, quantity int64, then func(tx *gorm.DB) error) error {
 	no := fmt.Sprintf("T%d-%d", time.Now().UnixNano(), orderSeq.Add(1))
-	admitted, err := s.Admit(ctx, id, no, quantity)
-	if err != nil {
-		return err
-	}
-	err = s.Guard(ctx, admitted, func(ctx context.Context, take *inventory.Take) error {
-		return takeTx(ctx, s, take, inventory.Want{OrderNo: no, Quantity: quantity}, then)
+	w := inventory.Want{OrderNo: no, Quantity: quantity}
+	return s.Guard(ctx, id, []inventory.Want{w}, func(ctx context.Context, take *inventory.Take) error {
+		return takeTx(ctx, s, take, w, then)
 	})
-	s.Settle(ctx, admitted, err == nil)
-	return err
 }
 
 // takeTx writes one want under t in a transaction of its own, as a batch
@@ -252,7 +247,7 @@ func TestEqualFenceFromSecondHolderRefused(t *testing.T) {
 	var takeA *inventory.Take
 	var fencesB []inventory.Fence
 	var refusedB, againA, lateA error
-	err := a.Guard(ctx, a.Unadmitted(id), func(_ context.Context, t *inventory.Take) error {
+	err := a.Guard(ctx, id, nil, func(_ context.Context, t *inventory.Take) error {
 		takeA = t
 		if err := one(a, t); err != nil {
 			return fmt.Errorf("A's first write: %w", err)
@@ -266,7 +261,7 @@ func TestEqualFenceFromSecondHolderRefused(t *testing.T) {
 		if err := f.RDB.Decr(ctx, fenceKey).Err(); err != nil {
 			return err
 		}
-		err := b.Guard(ctx, b.Unadmitted(id), func(_ context.Context, t *inventory.Take) error {
+		err := b.Guard(ctx, id, nil, func(_ context.Context, t *inventory.Take) error {
 			fencesB = append(fencesB, t.Fence)
 			if len(fencesB) > 1 {
 				return one(b, t)

@@ -10,7 +10,7 @@ import (
 // The sold-out book is the fast path of a flash sale: what an instance
 // knows of its products that have no stock left, and at which version of
 // the product row. It learns a product when a deduction of its own left no
-// stock (a Deduction) or the gate turned a buyer away on an empty row (Admit).
+// stock (a Deduction) or the gate turned a buyer away on an empty row (admit).
 // Stock that comes back (restock, return) ends the state here at once and
 // in every instance through the stock-returned channel (Follow); every
 // SHOP_SOLD_OUT_CACHE one request re-reads the product row, so a lost
@@ -66,6 +66,33 @@ func (b *soldOutBook) forget(id int64) {
 	delete(b.products, id)
 	b.gen[id]++
 	b.mu.Unlock()
+}
+
+// Check is what inventory knows of a product before a want for it queues,
+// asked once per request, up front: whether this instance's sold-out book
+// has it (SoldOut, and at which Version of its row), and whether its wants
+// are deducted under a lock (Locks), which is what lets the wants of one
+// product share a hold, coalesced in one batch (the lock-free lab
+// strategies take none, and each request deducts alone).
+type Check struct {
+	SoldOut bool
+	Version int64
+	Locks   bool
+}
+
+// Check is productID's Check.
+func (s *Service) Check(ctx context.Context, productID int64) Check {
+	var c Check
+	c.Version, c.SoldOut = s.SoldOut(ctx, productID)
+	c.Locks = locks(s.StrategyOf(productID))
+	if !c.Locks {
+		// A product held in buckets is deducted by lock-fence whatever the
+		// lab's strategy (a K not known yet: the batch of one finds it).
+		if k, ok := s.buckets.Load(productID); ok && k.(int) > 1 {
+			c.Locks = true
+		}
+	}
+	return c
 }
 
 // SoldOut reports whether this instance knows productID to be sold out,

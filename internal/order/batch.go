@@ -30,9 +30,8 @@ import (
 
 // request is one order waiting for its batch.
 type request struct {
-	o        Order               // the order to create: number, user, product, quantity, kind, key, hash
-	admitted inventory.Admission // what inventory admitted it with (its strategy)
-	done     chan result
+	o    Order // the order to create: number, user, product, quantity, kind, key, hash
+	done chan result
 	// deadline is the request's own (zero: none): its batch waits for the
 	// product lock no longer than its oldest request may still wait.
 	deadline time.Time
@@ -228,11 +227,14 @@ func earliestDeadline(batch []*request) (time.Time, bool) {
 // processed marker was checked before queueing) -> lock -> check again (one
 // SELECT of the batch's order numbers) -> one transaction (stock, ledger,
 // orders) -> commit -> release. Stock is served in arrival order, by the
-// strategy of the batch's first admission. ctx bounds the wait for the lock
-// and the reads before BEGIN; committed gets the results as soon as the
-// transaction committed.
+// strategy inventory resolves once for the batch. ctx bounds the wait for
+// the lock and the reads before BEGIN; committed gets the results as soon
+// as the transaction committed.
 //
-// Inventory's Deduction hands the holds: one for a product held in one
+// Inventory's Deduction is the batch's one conversation with inventory:
+// the gate's admission of its wants first (redis-gate: a want turned away
+// is answered with the refusal), the gate's settlement in Close. It hands
+// the holds: one for a product held in one
 // row; for one held in stock buckets, one per bucket tried, each one
 // transaction for the requests still open. A request is answered once,
 // when none is left open (or the deduction failed: the open ones get its
@@ -244,8 +246,17 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 	if dl, ok := ctx.Deadline(); ok {
 		end = txEnds{tx: dl.Add(commitGrace), inDoubt: dl.Add(inDoubtGrace)}
 	}
-	d := s.inv.Deduct(ctx, batch[0].admitted)
+	wants := make([]inventory.Want, len(batch))
+	for i, r := range batch {
+		wants[i] = inventory.Want{OrderNo: r.o.OrderNo, Quantity: r.o.Quantity}
+	}
+	d := s.inv.Deduct(ctx, productID, wants)
 	defer d.Close()
+	for i, err := range d.Refused() {
+		if err != nil {
+			res[i] = result{err: err} // the gate turned it away
+		}
+	}
 	for d.Next() {
 		soldOut, err := s.commitHeld(d.Context(), d.Take(), productID, batch, res, end)
 		if err == nil && !soldOut && !anyOpen(res) {

@@ -44,19 +44,6 @@ func regularReq(user, product, quantity int64, key string) *request {
 		Kind: KindRegular, IdemKey: &k, RequestHash: "h-" + key}, done: make(chan result, 1)}
 }
 
-// admit has inventory admit each request, as place does before queueing.
-func admit(t *testing.T, s *Service, batch []*request) []*request {
-	t.Helper()
-	for _, r := range batch {
-		a, err := s.inv.Admit(context.Background(), r.o.ProductID, r.o.OrderNo, r.o.Quantity)
-		if err != nil {
-			t.Fatalf("admit %s: %v", r.o.OrderNo, err)
-		}
-		r.admitted = a
-	}
-	return batch
-}
-
 func answers(batch []*request) []result {
 	out := make([]result, len(batch))
 	for i, r := range batch {
@@ -78,7 +65,7 @@ func TestBatchMixesRepeatsTwinsAndSoldOut(t *testing.T) {
 		t.Fatalf("twin: created %v, %v", created, err)
 	}
 	batch := []*request{seckillReq(10, id), seckillReq(20, id), seckillReq(10, id), seckillReq(30, id), seckillReq(40, id), seckillReq(50, id)}
-	a.runBatch(id, admit(t, a, batch))
+	a.runBatch(id, batch)
 	got := answers(batch)
 
 	if !got[0].created || !got[1].created {
@@ -111,7 +98,7 @@ func TestBatchRegularOrderLargerThanWhatIsLeft(t *testing.T) {
 	s := f.service(t, inventory.Config{})
 	id := f.product(t, s, 4)
 	batch := []*request{regularReq(1, id, 2, "k1"), regularReq(2, id, 5, "k2"), regularReq(3, id, 1, "k3"), regularReq(4, id, 2, "k4"), regularReq(5, id, 1, "k5")}
-	s.runBatch(id, admit(t, s, batch))
+	s.runBatch(id, batch)
 	got := answers(batch)
 	want := []error{nil, inventory.ErrInsufficientStock, nil, inventory.ErrInsufficientStock, nil}
 	for i, w := range want {
@@ -142,7 +129,7 @@ func TestBatchStaleFenceWritesNothingThenRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := []*request{seckillReq(1, id), seckillReq(2, id), seckillReq(3, id)}
-	s.runBatch(id, admit(t, s, batch))
+	s.runBatch(id, batch)
 	for i, r := range answers(batch) {
 		if r.err != nil || !r.created {
 			t.Errorf("request %d: %+v; want created after the fence was raised", i, r)
@@ -206,12 +193,12 @@ func TestBatchUnpaidCap(t *testing.T) {
 	s.cfg.UnpaidLimit = 3
 	id := f.product(t, s, 100)
 	first := []*request{regularReq(1, id, 1, "a")}
-	s.runBatch(id, admit(t, s, first))
+	s.runBatch(id, first)
 	if r := answers(first)[0]; !r.created {
 		t.Fatalf("first order: %+v", r)
 	}
 	batch := []*request{regularReq(1, id, 2, "b"), regularReq(1, id, 1, "c"), regularReq(2, id, 3, "d"), regularReq(1, id, 1, "a")}
-	s.runBatch(id, admit(t, s, batch))
+	s.runBatch(id, batch)
 	got := answers(batch)
 	if !got[0].created || !errors.Is(got[1].err, ErrUnpaidLimit) || !got[2].created {
 		t.Errorf("answers %+v; want created, ErrUnpaidLimit, created", got[:3])

@@ -123,11 +123,12 @@ func (s *Service) Seckill(ctx context.Context, userID, productID int64) (Order, 
 }
 
 // SeckillCheck is a seckill request and what its check, asked once, up
-// front, found: whether this instance knows the product to be sold out
-// (inventory's sold-out book), and then the answer of the buyers book.
+// front, found: what inventory knows of the product (its sold-out book, and
+// whether its wants share a lock hold), and, for a product sold out, the
+// answer of the buyers book.
 type SeckillCheck struct {
 	userID, productID int64
-	soldOut           bool
+	inv               inventory.Check
 	answered          bool // o, err are the request's answer
 	o                 Order
 	err               error
@@ -136,26 +137,24 @@ type SeckillCheck struct {
 // SoldOut reports whether the check found the product sold out here: the
 // request is answered from memory (409 sold_out, or the buyer's order),
 // cheap, so it is not rate limited.
-func (c SeckillCheck) SoldOut() bool { return c.soldOut }
+func (c SeckillCheck) SoldOut() bool { return c.inv.SoldOut }
 
-// CheckSeckill is the first half of Seckill: the sold-out book, asked once;
-// for a product in it, the buyers book answers (buyers.go), or, when its
+// CheckSeckill is the first half of Seckill: inventory's check, asked once;
+// for a product sold out, the buyers book answers (buyers.go), or, when its
 // buyers could not be read, leaves the request to PlaceSeckill.
 func (s *Service) CheckSeckill(ctx context.Context, userID, productID int64) SeckillCheck {
-	c := SeckillCheck{userID: userID, productID: productID}
-	var version int64
-	version, c.soldOut = s.inv.SoldOut(ctx, productID)
-	if c.soldOut && !s.cfg.NoIdempotency {
-		c.o, c.answered, c.err = s.fromBook(ctx, userID, productID, version)
+	c := SeckillCheck{userID: userID, productID: productID, inv: s.inv.Check(ctx, productID)}
+	if c.inv.SoldOut && !s.cfg.NoIdempotency {
+		c.o, c.answered, c.err = s.fromBook(ctx, userID, productID, c.inv.Version)
 	}
 	return c
 }
 
 // PlaceSeckill is the second half of Seckill, for a request its check did
 // not answer. The flow of the seed: the processed marker (Redis), then the
-// batch (place): inventory admits, the product lock, the batch's own check
-// of the order numbers (the database, the one that decides), one
-// transaction, the answer, the release.
+// batch (place): the product lock, the batch's own check of the order
+// numbers (the database, the one that decides), one transaction, the
+// answer, the release.
 func (s *Service) PlaceSeckill(ctx context.Context, c SeckillCheck) (Order, bool, error) {
 	if c.answered {
 		return c.o, false, c.err
@@ -167,15 +166,15 @@ func (s *Service) PlaceSeckill(ctx context.Context, c SeckillCheck) (Order, bool
 	} else if o, ok := s.fromMarker(ctx, userID, productID); ok {
 		return o, false, nil
 	}
-	o, created, err := s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: 1, Kind: KindSeckill})
+	o, created, err := s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: 1, Kind: KindSeckill}, c.inv.Locks)
 	if err != nil && !s.cfg.NoIdempotency {
 		// The batch failed (lock busy, Redis or the database could not
-		// answer), or a redis-gate refused before any batch looked for the
-		// order (a repeat whose marker Redis lost): a buyer's repeat still
-		// gets its order, by one point read on the unique index. Once the
-		// sold-out book knows the product, refusals stop coming here. The
-		// read may outlive the request's deadline (a busy answer is often
-		// that deadline), but briefly: the client is owed its answer.
+		// answer), or the gate (redis-gate) refused it (a repeat whose
+		// marker Redis lost): a buyer's repeat still gets its order, by
+		// one point read on the unique index. Once the sold-out book knows
+		// the product, refusals stop coming here. The read may outlive the
+		// request's deadline (a busy answer is often that deadline), but
+		// briefly: the client is owed its answer.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackReadTimeout)
 		prev, err2 := s.byNo(rctx, no)
 		cancel()
@@ -211,6 +210,7 @@ func (s *Service) fromMarker(ctx context.Context, userID, productID int64) (Orde
 // number is unique. A request whose key was already used returns that order
 // (created false) when hash matches, idem.ErrFingerprintMismatch when not.
 func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64, key, hash string) (Order, bool, error) {
+	chk := s.inv.Check(ctx, productID) // inventory's check, asked once, up front
 	no := RegularNo(userID, key)
 	if s.cfg.NoIdempotency {
 		no = randomNo("R")
@@ -228,31 +228,25 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 		if !errors.Is(err, ErrNotFound) {
 			return Order{}, false, err
 		}
-		if _, soldOut := s.inv.SoldOut(ctx, productID); soldOut {
+		if chk.SoldOut {
 			s.metrics.fastPath()
 			return Order{}, false, inventory.ErrSoldOut
 		}
 	}
 	k := key
-	return s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: quantity, Kind: KindRegular, IdemKey: &k, RequestHash: hash})
+	return s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: quantity, Kind: KindRegular, IdemKey: &k, RequestHash: hash}, chk.Locks)
 }
 
 // place creates o in a batch of its product (alone when coalescing is off
-// or the strategy takes no lock) and waits for the batch's answer, whatever
-// ctx does: the batch runs to its end either way.
-func (s *Service) place(ctx context.Context, o Order) (Order, bool, error) {
-	admitted, err := s.inv.Admit(ctx, o.ProductID, o.OrderNo, o.Quantity)
-	if err != nil {
-		return Order{}, false, err
-	}
-	r := &request{o: o, admitted: admitted, done: make(chan result, 1)}
+// or, locks false, the product's strategy takes no lock) and waits for the
+// batch's answer, whatever ctx does: the batch runs to its end either way.
+func (s *Service) place(ctx context.Context, o Order, locks bool) (Order, bool, error) {
+	r := &request{o: o, done: make(chan result, 1)}
 	r.deadline, _ = ctx.Deadline()
-	coalesce := s.cfg.BatchMax > 1 && admitted.Locks()
-	if !coalesce || !s.batches.submit(r) {
+	if s.cfg.BatchMax <= 1 || !locks || !s.batches.submit(r) {
 		s.markAll(s.answerBatch(o.ProductID, []*request{r}))
 	}
 	res := s.await(ctx, r)
-	s.inv.Settle(ctx, admitted, res.created)
 	switch {
 	case res.err != nil:
 		return Order{}, false, res.err
