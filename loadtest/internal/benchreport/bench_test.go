@@ -210,3 +210,34 @@ func TestBenchTextShowsCapped(t *testing.T) {
 		t.Errorf("%d capped lines for %d entries:\n%s", n, len(br.Capped), text)
 	}
 }
+
+// TestBenchTargetsOfTheShopAsShipped: one uncapped instance is held to
+// issue 33's bars (4.0x the raw ceiling, p99 50 ms, 95 µs of shop CPU per
+// order, refusals 0.8x /healthz); a capped instance is not the shop as
+// shipped and is not judged by them.
+func TestBenchTargetsOfTheShopAsShipped(t *testing.T) {
+	one := Orders{Instances: 1, Routing: RouteDirect, Coalescing: true, OrdersPerSec: 3000, OfRaw: 3, OfOne: 1,
+		Load: Rate{P99: 20 * time.Millisecond}, CPU: &CPU{Per: "order", Shop: 150}}
+	br := &Report{Raw: Raw{TxPerSec: 1000}, Orders: []Orders{one}, RefusalRatio: 0.85}
+	got := map[string]Target{}
+	for _, tg := range Targets(br) {
+		got[tg.What] = tg
+	}
+	for what, met := range map[string]bool{
+		"committed orders/s, 1 instance, ÷ raw ceiling": false,
+		"orders p99, 1 instance":                        true,
+		"shop CPU per committed order, 1 instance":      false,
+		"sold-out refusals/s ÷ /healthz":                true,
+	} {
+		tg, ok := got[what]
+		if !ok || tg.Met != met {
+			t.Errorf("%s: %+v (present %v), want met %v", what, tg, ok, met)
+		}
+	}
+	br.InstanceCPU = "30000/100000"
+	for _, tg := range Targets(br) {
+		if strings.HasPrefix(tg.What, "shop CPU per committed order") || strings.HasPrefix(tg.What, "committed orders/s, 1 instance, ÷ raw") {
+			t.Errorf("a capped run judged by the shop's own bar: %+v", tg)
+		}
+	}
+}

@@ -25,9 +25,15 @@ func Targets(br *Report) []Target {
 		if o.Instances != 1 || !o.Coalescing || o.Routing != RouteDirect || o.OrdersPerSec == 0 || o.Baseline {
 			continue // the targets are the shop's as shipped; coalescing off is the baseline
 		}
-		add("committed orders/s, 1 instance, ÷ raw ceiling", ">= 2.0x", "x", o.OfRaw, o.OfRaw >= 2.0, fmt.Sprintf("%.2fx short", 2.0-o.OfRaw))
+		if br.InstanceCPU != "" {
+			continue // a capped instance is not the shop as shipped
+		}
+		add("committed orders/s, 1 instance, ÷ raw ceiling", ">= 4.0x", "x", o.OfRaw, o.OfRaw >= 4.0, fmt.Sprintf("%.2fx short", 4.0-o.OfRaw))
 		p99 := float64(o.Load.P99) / float64(time.Millisecond)
-		add("orders p99, 1 instance", "<= 100 ms", "ms", p99, p99 <= 100, fmt.Sprintf("%.0f ms over", p99-100))
+		add("orders p99, 1 instance", "<= 50 ms", "ms", p99, p99 <= 50, fmt.Sprintf("%.0f ms over", p99-50))
+		if c := o.CPU; c != nil && c.Shop > 0 {
+			add("shop CPU per committed order, 1 instance", "<= 95 µs", "µs", c.Shop, c.Shop <= 95, fmt.Sprintf("%.0f µs over", c.Shop-95))
+		}
 	}
 	var on, off float64
 	for _, o := range br.Orders {
@@ -46,14 +52,18 @@ func Targets(br *Report) []Target {
 		switch {
 		case o.Routing == RouteMany:
 			if o.Instances == 3 && o.OfBaseline > 0 {
-				add("committed orders/s, 12 products, 3 capped instances ÷ 1 capped instance", "(no target)", "x", o.OfBaseline, true, "")
+				add("committed orders/s, 12 products, 3 capped instances ÷ 1 capped instance", ">= 2.4x", "x", o.OfBaseline, o.OfBaseline >= 2.4, fmt.Sprintf("%.2fx short", 2.4-o.OfBaseline))
 			}
 		case o.OfOne == 0 || o.Instances == 1 && o.Routing == RouteDirect, o.Baseline:
 		case o.Instances == 3 && o.OfBaseline > 0 && (o.Routing == RouteAffine || o.Routing == RouteNginx):
 			// Judged against one instance of the same cluster (behind the
 			// same nginx, which takes its share of the 2 cores), measured
 			// in halves around it.
-			add(fmt.Sprintf("committed orders/s, 3 instances, %s, ÷ 1 instance%s (halves around it)", o.Routing, behind(o.Routing)), ">= 1.0x", "x", o.OfBaseline, o.OfBaseline >= 1.0, fmt.Sprintf("%.2fx short", 1.0-o.OfBaseline))
+			want, wantText := 1.0, ">= 1.0x"
+			if br.InstanceCPU != "" {
+				want, wantText = 0.95, ">= 0.95x" // issue 33's bar for instances with cores of their own
+			}
+			add(fmt.Sprintf("committed orders/s, 3 instances, %s, ÷ 1 instance%s (halves around it)", o.Routing, behind(o.Routing)), wantText, "x", o.OfBaseline, o.OfBaseline >= want, fmt.Sprintf("%.2fx short", want-o.OfBaseline))
 			if h := BaselineHalves(br.Orders, i); h != nil {
 				// The same instance and load, a phase apart: how far two
 				// measurements of one thing come out here.
@@ -65,7 +75,8 @@ func Targets(br *Report) []Target {
 		}
 	}
 	if s3 := br.SoldOut3; s3 != nil && br.SoldOut.PerSec > 0 {
-		add("sold-out refusals/s, 3 capped instances ÷ 1 capped instance", "(no target)", "x", s3.PerSec/br.SoldOut.PerSec, true, "")
+		r := s3.PerSec / br.SoldOut.PerSec
+		add("sold-out refusals/s, 3 capped instances ÷ 1 capped instance", ">= 2.4x", "x", r, r >= 2.4, fmt.Sprintf("%.2fx short", 2.4-r))
 	}
 	var silent []string
 	total := 0
@@ -85,7 +96,7 @@ func Targets(br *Report) []Target {
 		add(fmt.Sprintf("slowest answer, %d connections", m.Clients), "<= 5 s", "s", slowest, slowest <= 5, fmt.Sprintf("%.1f s over", slowest-5))
 	}
 	if br.RefusalRatio > 0 {
-		add("sold-out refusals/s ÷ /healthz", ">= 0.6x", "x", br.RefusalRatio, br.RefusalRatio >= 0.6, fmt.Sprintf("%.2fx short", 0.6-br.RefusalRatio))
+		add("sold-out refusals/s ÷ /healthz", ">= 0.8x", "x", br.RefusalRatio, br.RefusalRatio >= 0.8, fmt.Sprintf("%.2fx short", 0.8-br.RefusalRatio))
 	}
 	if u := br.OneUnit; u.Buyers > 0 {
 		add(fmt.Sprintf("orders of a 1-unit product after %d distinct buyers", u.Buyers), "exactly 1", "", float64(u.Orders), u.Orders == 1,
