@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/seckill-lab/shop/internal/lockx"
@@ -118,26 +119,23 @@ func (s *Service) Deduct(ctx context.Context, productID int64, wants []Want) *De
 	return d
 }
 
-// admit takes each want's units from the gate. A want turned away is
-// refused; when none is left, the deduction is over with nothing held. A
-// gate that cannot answer ends it (the units taken so far go back in
-// Close).
+// admit takes each want's units from the gate (admitAll). A want turned
+// away is refused; when none is left, the deduction is over with nothing
+// held. A gate that cannot answer ends it (the units taken so far go back
+// in Close).
 func (d *Deduction) admit(wants []Want) {
-	d.refused = make([]error, len(wants))
+	taken, refused, err := d.s.admitAll(d.ctx, d.productID, wants)
+	d.refused = refused
 	d.admitted = make([]admission, 0, len(wants))
-	left := 0
-	for i, w := range wants {
-		a, refused, err := d.s.admit(d.ctx, d.productID, w)
-		if err != nil {
-			d.end(err)
-			return
-		}
-		if d.refused[i] = refused; refused == nil {
+	for i, a := range taken {
+		if refused[i] == nil && a.gen != "" {
 			d.admitted = append(d.admitted, a)
-			left++
 		}
 	}
-	if left == 0 {
+	switch {
+	case err != nil:
+		d.end(err)
+	case !slices.Contains(refused, nil):
 		d.end(nil)
 	}
 }

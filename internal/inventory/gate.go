@@ -167,7 +167,7 @@ func (s *Service) gateKeys(id int64) []string {
 // gateLease is how long admitted units stay held for their request before
 // any instance may reap them. A batch takes its wants' units just before
 // it waits for the product lock (LockWait), holds it (renewed past LockTTL
-// while the batch runs) and settles right after its transaction commits,
+// while the batch runs) and settles right after it released the lock,
 // so a live holder settles within a few lock waits and TTLs. The default is
 // ten times that, and at least a minute: reaping a live holder's units only
 // lets the gate admit too many for a moment (the database still refuses
@@ -187,8 +187,62 @@ type admission struct {
 	gen string // the hold's generation
 }
 
-// admit lets want w for productID through the gate (redis-gate) when its
-// Deduction begins, before any hold is taken. It returns what the gate took
+// admitAll lets a batch's wants through the gate in one round trip: the
+// scripts run in arrival order, as one call per want would. A want that
+// pass cannot decide (the gate not seeded yet, the script not loaded in
+// Redis, a refusal while leases of dead holders wait to be reaped) is
+// asked again alone (admit), which seeds, loads and reaps; a refusal is
+// explained by the database (refusal), once per batch when it is sold out.
+// It returns what the gate took for each want and each want's refusal; err
+// when Redis or the database could not answer (what was taken before it is
+// in taken, to settle).
+func (s *Service) admitAll(ctx context.Context, productID int64, wants []Want) (taken []admission, refused []error, err error) {
+	taken, refused = make([]admission, len(wants)), make([]error, len(wants))
+	keys := s.gateKeys(productID)
+	gen, lease := rand.Text(), s.gateLease().Milliseconds()
+	cmds := make([]*redis.Cmd, len(wants))
+	pipe := s.rdb.Pipeline()
+	for i, w := range wants {
+		cmds[i] = gateTake.EvalSha(ctx, pipe, keys, w.OrderNo, w.Quantity, gen+strconv.Itoa(i), lease)
+	}
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	soldOut := false
+	for i, w := range wants {
+		taken[i].Want = w
+		r, err := cmds[i].Slice()
+		var rerr redis.Error
+		if err != nil && !errors.As(err, &rerr) {
+			// Lost on the way: like a failed admit, units it may have
+			// taken come back when their lease ends.
+			return taken, refused, err
+		}
+		var code, expired int64
+		if err == nil {
+			code, _ = r[0].(int64)
+			expired, _ = r[2].(int64)
+		}
+		switch {
+		case err == nil && code == 1:
+			taken[i].gen, _ = r[1].(string)
+			continue
+		case err == nil && code == 0 && expired == 0 && soldOut:
+			refused[i] = ErrSoldOut
+			continue
+		case err == nil && code == 0 && expired == 0:
+			refused[i], err = s.refusal(ctx, productID, w.Quantity)
+		default:
+			taken[i], refused[i], err = s.admit(ctx, productID, w)
+		}
+		if err != nil {
+			return taken, refused, err
+		}
+		soldOut = soldOut || errors.Is(refused[i], ErrSoldOut)
+	}
+	return taken, refused, nil
+}
+
+// admit lets want w for productID through the gate (redis-gate) alone,
+// for admitAll. It returns what the gate took
 // (settle it once the want's fate is known); or, refused, ErrSoldOut or
 // ErrInsufficientStock when the gate is empty and the database agrees,
 // ErrBusy when the gate is empty but units are admitted and not committed

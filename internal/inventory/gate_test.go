@@ -347,6 +347,22 @@ func TestDeductionGatesItsBatch(t *testing.T) {
 	if v := r1(t, f, s, id); len(v) != 0 {
 		t.Errorf("R1: %v", v)
 	}
+
+	// The gate seeded and its script loaded, a batch is admitted in one
+	// round trip: p takes the last unit; q finds the gate empty while p's
+	// unit is in flight, busy, not sold out. A deduction closed without a
+	// commit gives p's unit back.
+	d2 := s.Deduct(ctx, id, []inventory.Want{{OrderNo: "p", Quantity: 1}, {OrderNo: "q", Quantity: 1}})
+	if r := d2.Refused(); len(r) != 2 || r[0] != nil || !errors.Is(r[1], inventory.ErrBusy) {
+		t.Errorf("second batch's refusals: %v; want p admitted, q busy", r)
+	}
+	if u, h := level(t, s, id); u != 0 || h != 1 {
+		t.Errorf("second batch admitted: gate %d, held %d; want 0, 1", u, h)
+	}
+	d2.Close()
+	if u, h := level(t, s, id); u != 1 || h != 0 {
+		t.Errorf("second batch closed without a commit: gate %d, held %d; want 1, 0", u, h)
+	}
 }
 
 // TestDeductionGateAllRefused: a batch whose every want the gate turns
