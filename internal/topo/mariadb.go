@@ -75,8 +75,15 @@ func StartMariaDB(ctx context.Context, o MariaDBOptions) (_ *MariaDB, err error)
 		m.Port = p[0]
 	}
 	data := filepath.Join(m.Dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return nil, err
+	// A tmpdir of its own: mariadbd removes every #sql* file in its tmpdir
+	// when it starts, so servers sharing /tmp (another test's, or the
+	// next node's) would delete the temporary tables of a bootstrap still
+	// running ("Unknown table 'mysql.tmp_user_sys'").
+	tmp := filepath.Join(m.Dir, "tmp")
+	for _, d := range []string{data, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	runAs, err := serverUser(m.Dir)
 	if err != nil {
@@ -86,7 +93,7 @@ func StartMariaDB(ctx context.Context, o MariaDBOptions) (_ *MariaDB, err error)
 	if err != nil {
 		return nil, fmt.Errorf("topo: mariadb-install-db not on PATH (Debian: apt-get install mariadb-server): %w", err)
 	}
-	initArgs := []string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal", "--skip-test-db"}
+	initArgs := []string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--auth-root-authentication-method=normal", "--skip-test-db"}
 	if runAs != "" {
 		initArgs = append(initArgs, "--user="+runAs)
 	}
@@ -94,7 +101,7 @@ func StartMariaDB(ctx context.Context, o MariaDBOptions) (_ *MariaDB, err error)
 		return nil, fmt.Errorf("topo: mariadb-install-db: %w\n%s", err, out)
 	}
 	m.LogPath = filepath.Join(m.Dir, "mariadbd.err")
-	m.args = append([]string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(m.Port),
+	m.args = append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--port=" + strconv.Itoa(m.Port),
 		"--bind-address=" + m.Host, "--socket=" + filepath.Join(m.Dir, "mariadbd.sock"),
 		"--pid-file=" + filepath.Join(m.Dir, "mariadbd.pid"), "--log-error=" + m.LogPath,
 		"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--max-connections=500"}, o.Args...)
