@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"sync"
 
@@ -46,6 +47,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// the sold-out refusals (A/B in one run); the memory limit still
 		// bounds the heap when thousands of clients connect.
 		debug.SetGCPercent(int(c.GCPercent))
+	}
+	if getenv("GOMAXPROCS") == "" && c.MaxProcs > 0 {
+		// A request hands off to a batch leader and to the shared Redis
+		// trips and back; with one P those wake-ups stay on one thread
+		// (the readied goroutine runs next), with two each may wake an
+		// idle thread in the kernel, which then finds little to do.
+		runtime.GOMAXPROCS(int(c.MaxProcs))
 	}
 	tokenGenerated := c.AdminToken == ""
 	if tokenGenerated {

@@ -71,6 +71,9 @@ func (h runner) Bench(ctx context.Context) report.Scenario {
 	if h.O.BatchMax > 0 {
 		common = append(common, "SHOP_BATCH_MAX="+strconv.Itoa(h.O.BatchMax))
 	}
+	if o.MaxProcs > 0 {
+		common = append(common, "SHOP_MAXPROCS="+strconv.Itoa(o.MaxProcs))
+	}
 	shown := common
 	if h.O.StockBuckets > 1 {
 		shown = append(slices.Clone(common), "SHOP_STOCK_BUCKETS="+strconv.Itoa(h.O.StockBuckets), "SHOP_HOME_BUCKET=<instance index>")
@@ -134,6 +137,9 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	if err != nil {
 		return err
 	}
+	if err := h.benchDefaultProcs(ctx, db, start, common, users, br); err != nil {
+		return err
+	}
 	// Each cluster is stopped before the next starts: idle instances
 	// still take their share of the 2 cores (sweeper, pub/sub, GC).
 	if err := h.BenchThree(ctx, db, start, common, users, br); err != nil {
@@ -160,6 +166,26 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	users.Secret = []byte(off.Secret)
 	h.BenchSay("bench: hot product, 1 instance, coalescing off (SHOP_BATCH_MAX=1), %d clients", o.Clients)
 	ord, err := h.BenchOrders(ctx, db, off, users, benchRoute{Routing: benchreport.RouteDirect, Urls: off.Urls(), Shops: 1})
+	br.Orders = append(br.Orders, ord)
+	return err
+}
+
+// benchDefaultProcs runs the one-instance hot product once more with Go's
+// default GOMAXPROCS (the machine's CPUs), when the bench's shops run with
+// SHOP_MAXPROCS: what that setting buys, in the same run.
+func (h runner) benchDefaultProcs(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), common []string, users *benchUsers, br *benchreport.Report) error {
+	if h.O.Bench.MaxProcs == 0 {
+		return nil
+	}
+	common = slices.DeleteFunc(slices.Clone(common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_MAXPROCS=") })
+	c, err := start(1, "bench-1-procs", common)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	users.Secret = []byte(c.Secret)
+	h.BenchSay("bench: hot product, 1 instance, Go's default GOMAXPROCS, %d clients", h.O.Bench.Clients)
+	ord, err := h.BenchOrders(ctx, db, c, users, benchRoute{Routing: benchreport.RouteDefaultProcs, Urls: c.Urls(), Shops: 1})
 	br.Orders = append(br.Orders, ord)
 	return err
 }
@@ -258,7 +284,8 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	if rt.Warmup > 0 {
 		o.Warmup = rt.Warmup
 	}
-	out := benchreport.Orders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1")}
+	out := benchreport.Orders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1"),
+		GoMaxProcs: maxProcs(ctx, c)}
 	l, products, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.Shops, rt.Routing), max(1, rt.Products))
 	if err != nil {
 		return out, err
@@ -365,6 +392,17 @@ func countOrders(ctx context.Context, db *sql.DB, products ...int64) (int64, err
 	}
 	err := db.QueryRowContext(ctx, q, args...).Scan(&n)
 	return n, err
+}
+
+// maxProcs is the highest GOMAXPROCS c's instances report; 0: none does.
+func maxProcs(ctx context.Context, c *shops.Cluster) int {
+	n := 0
+	for i := range c.Instances {
+		if m, err := c.Client.Metrics(ctx, i, benchreport.ProcsMetric); err == nil {
+			n = max(n, int(m[benchreport.ProcsMetric]))
+		}
+	}
+	return n
 }
 
 // batchTotals sums the batch-size histogram's _sum and _count over the

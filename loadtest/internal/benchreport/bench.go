@@ -58,9 +58,12 @@ func (r Raw) Plus(s Raw) Raw {
 
 // Orders is one hot-product phase.
 type Orders struct {
-	Instances    int     `json:"instances"`
-	Routing      string  `json:"routing"`    // how the clients reach the instances (see benchRoute)
-	Coalescing   bool    `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
+	Instances  int    `json:"instances"`
+	Routing    string `json:"routing"`    // how the clients reach the instances (see benchRoute)
+	Coalescing bool   `json:"coalescing"` // false: SHOP_BATCH_MAX=1, one order per lock hold
+	// GoMaxProcs is the GOMAXPROCS the instances ran with, as each
+	// reported it (ProcsMetric), the highest; 0: not reported.
+	GoMaxProcs   int     `json:"gomaxprocs,omitempty"`
 	Clients      int     `json:"clients"`
 	Committed    int64   `json:"committed"` // order rows of the product that appeared in the window
 	Seconds      float64 `json:"seconds"`
@@ -228,13 +231,14 @@ type Target struct {
 
 // The routings a hot-product phase can use.
 const (
-	RouteDirect  = "direct"                         // one instance
-	RouteAffine  = "product-affine"                 // the harness's consistent hash, the default
-	RouteSpread  = "round robin (lab)"              // every instance takes a share of the product
-	RouteNginx   = "nginx, product-affine"          // deploy/nginx.conf in front
-	RouteBuckets = "round robin, K=3 stock buckets" // each instance starts at its own bucket (docs chapter 9)
-	RouteMany    = "12 products, product-affine"    // --instance-cpu: a sale of many products at once, load spread evenly
-	RouteNoNginx = "nginx not installed: skipped"   // (not a phase)
+	RouteDirect       = "direct"                          // one instance
+	RouteDefaultProcs = "direct, Go's default GOMAXPROCS" // one instance without the bench's SHOP_MAXPROCS
+	RouteAffine       = "product-affine"                  // the harness's consistent hash, the default
+	RouteSpread       = "round robin (lab)"               // every instance takes a share of the product
+	RouteNginx        = "nginx, product-affine"           // deploy/nginx.conf in front
+	RouteBuckets      = "round robin, K=3 stock buckets"  // each instance starts at its own bucket (docs chapter 9)
+	RouteMany         = "12 products, product-affine"     // --instance-cpu: a sale of many products at once, load spread evenly
+	RouteNoNginx      = "nginx not installed: skipped"    // (not a phase)
 )
 
 // Plus is two halves of one load as one (see Orders.Plus).
@@ -268,6 +272,9 @@ func AddCounts(a, b map[string]int) map[string]int {
 }
 
 const BatchMetric = "shop_orders_batch_size"
+
+// ProcsMetric is the Go runtime's GOMAXPROCS, from the shop's Go collector.
+const ProcsMetric = "go_sched_gomaxprocs_threads"
 
 // Plus is two halves of one phase as one: counts add up; a latency
 // quantile is the larger of the two halves' (never understated); the

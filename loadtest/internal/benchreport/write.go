@@ -295,6 +295,9 @@ func (o Orders) Label() string {
 	if !o.Coalescing {
 		out += ", coalescing off"
 	}
+	if o.GoMaxProcs > 0 {
+		out += fmt.Sprintf(", GOMAXPROCS %d", o.GoMaxProcs)
+	}
 	return out
 }
 

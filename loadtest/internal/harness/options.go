@@ -18,6 +18,10 @@ type BenchOptions struct {
 	// InstanceCPU, above 0, puts every shop instance the bench starts in a
 	// cgroup of its own allowing it that many CPUs, as on a host of its own.
 	InstanceCPU float64
+	// MaxProcs is the SHOP_MAXPROCS of every shop instance the bench
+	// starts (0: Go's default); with it above 0, one more phase runs one
+	// instance at Go's default, beside it.
+	MaxProcs int
 }
 
 func (o BenchOptions) Validate() error {
@@ -26,6 +30,8 @@ func (o BenchOptions) Validate() error {
 		return errors.New("--bench-phase and --bench-rss-duration must be positive, --bench-warmup not negative")
 	case o.InstanceCPU < 0:
 		return errors.New("--instance-cpu must not be negative")
+	case o.MaxProcs < 0 || o.MaxProcs > 1024:
+		return errors.New("--bench-maxprocs must be between 0 and 1024")
 	case o.Clients < 1 || o.RawWorkers < 1 || o.RssClients < 1:
 		return errors.New("--bench-clients, --bench-raw-workers and --bench-rss-clients must be at least 1")
 	case o.Clients > 4096 || o.RawWorkers > 256 || o.RssClients > 20_000:
