@@ -137,7 +137,7 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	if err != nil {
 		return err
 	}
-	if err := h.benchDefaultProcs(ctx, db, start, common, users, br); err != nil {
+	if err := h.benchDefaultProcs(ctx, b, db, common, users, br); err != nil {
 		return err
 	}
 	// Each cluster is stopped before the next starts: idle instances
@@ -170,24 +170,48 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	return err
 }
 
-// benchDefaultProcs runs the one-instance hot product once more with Go's
-// default GOMAXPROCS (the machine's CPUs), when the bench's shops run with
-// SHOP_MAXPROCS: what that setting buys, in the same run.
-func (h runner) benchDefaultProcs(ctx context.Context, db *sql.DB, start func(int, string, []string) (*shops.Cluster, error), common []string, users *benchUsers, br *benchreport.Report) error {
-	if h.O.Bench.MaxProcs == 0 {
+// benchDefaultProcs measures what SHOP_MAXPROCS buys, when the bench's
+// shops run with it: two instances of one cluster, the first with the
+// bench's SHOP_MAXPROCS, the second with Go's default GOMAXPROCS (the
+// machine's CPUs), each warmed up with a hot product's load; then the
+// second measured between two halves of the first, as the three
+// instances are against one (benchAround), one hot product each.
+func (h runner) benchDefaultProcs(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *benchreport.Report) error {
+	o := h.O.Bench
+	if o.MaxProcs == 0 {
 		return nil
 	}
-	common = slices.DeleteFunc(slices.Clone(common), func(kv string) bool { return strings.HasPrefix(kv, "SHOP_MAXPROCS=") })
-	c, err := start(1, "bench-1-procs", common)
+	common, extra := shops.WithBuckets(h.O.StockBuckets, common, func(i int) []string {
+		if i == 1 {
+			return []string{"SHOP_MAXPROCS=0"} // (the process's environment keeps the last value)
+		}
+		return nil
+	})
+	c, err := h.startShops(ctx, b, 2, "bench-procs", common, extra, br)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	users.Secret = []byte(c.Secret)
-	h.BenchSay("bench: hot product, 1 instance, Go's default GOMAXPROCS, %d clients", h.O.Bench.Clients)
-	ord, err := h.BenchOrders(ctx, db, c, users, benchRoute{Routing: benchreport.RouteDefaultProcs, Urls: c.Urls(), Shops: 1})
-	br.Orders = append(br.Orders, ord)
-	return err
+	for i, u := range c.Urls() {
+		warm, _, err := hotLoad(ctx, c, users, fmt.Sprintf("bench procs warm-up %d", i), 1)
+		if err != nil {
+			return err
+		}
+		h.BenchSay("bench: warm-up of instance %d of the two, %s (not counted)", i+1, max(o.Warmup, time.Second))
+		if _, err := warm.Run(ctx, []string{u}, o.Clients, 0, max(o.Warmup, time.Second)); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	ours := func(window time.Duration) (benchreport.Orders, error) {
+		h.BenchSay("bench: hot product, 1 instance, SHOP_MAXPROCS=%d (baseline, %s), %d clients", o.MaxProcs, window, o.Clients)
+		return h.BenchOrders(ctx, db, c, users, benchRoute{Routing: benchreport.RouteDirect, Urls: c.Urls()[:1], Shops: 1, Window: window})
+	}
+	goDefault := func() (benchreport.Orders, error) {
+		h.BenchSay("bench: hot product, 1 instance, Go's default GOMAXPROCS, %d clients", o.Clients)
+		return h.BenchOrders(ctx, db, c, users, benchRoute{Routing: benchreport.RouteDefaultProcs, Urls: c.Urls()[1:], Shops: 1})
+	}
+	return h.BenchAround(br, ours, goDefault)
 }
 
 func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, br *benchreport.Report) error {
@@ -285,7 +309,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		o.Warmup = rt.Warmup
 	}
 	out := benchreport.Orders{Instances: rt.Shops, Routing: rt.Routing, Clients: o.Clients, Coalescing: !slices.Contains(c.Common, "SHOP_BATCH_MAX=1"),
-		GoMaxProcs: maxProcs(ctx, c)}
+		GoMaxProcs: maxProcs(ctx, c, rt.Urls)}
 	l, products, err := hotLoad(ctx, c, users, fmt.Sprintf("bench hot %d %s", rt.Shops, rt.Routing), max(1, rt.Products))
 	if err != nil {
 		return out, err
@@ -394,10 +418,15 @@ func countOrders(ctx context.Context, db *sql.DB, products ...int64) (int64, err
 	return n, err
 }
 
-// maxProcs is the highest GOMAXPROCS c's instances report; 0: none does.
-func maxProcs(ctx context.Context, c *shops.Cluster) int {
+// maxProcs is the highest GOMAXPROCS that c's instances at urls report
+// (all of c's when none is at urls: a phase through nginx); 0: none does.
+func maxProcs(ctx context.Context, c *shops.Cluster, urls []string) int {
 	n := 0
-	for i := range c.Instances {
+	all := !slices.ContainsFunc(c.Urls(), func(u string) bool { return slices.Contains(urls, u) })
+	for i, u := range c.Urls() {
+		if !all && !slices.Contains(urls, u) {
+			continue
+		}
 		if m, err := c.Client.Metrics(ctx, i, benchreport.ProcsMetric); err == nil {
 			n = max(n, int(m[benchreport.ProcsMetric]))
 		}

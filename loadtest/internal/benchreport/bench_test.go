@@ -65,6 +65,38 @@ func TestBenchTargetsShowTheSpread(t *testing.T) {
 	}
 }
 
+// TestBenchTargetsCompareTheProcs: the instance at Go's default GOMAXPROCS
+// is judged against the one at the bench's SHOP_MAXPROCS measured in
+// halves around it, not as another instance count, and each row names the
+// GOMAXPROCS its instance reported.
+func TestBenchTargetsCompareTheProcs(t *testing.T) {
+	br := &Report{Raw: Raw{TxPerSec: 1000}, Orders: []Orders{
+		{Instances: 1, Routing: RouteDirect, Coalescing: true, GoMaxProcs: 1, OrdersPerSec: 3000, OfRaw: 3, OfOne: 1},
+		{Instances: 1, Routing: RouteDirect, Coalescing: true, GoMaxProcs: 1, OrdersPerSec: 2800, OfOne: 0.93, Baseline: true, Halves: []float64{2900, 2700}},
+		{Instances: 1, Routing: RouteDefaultProcs, Coalescing: true, GoMaxProcs: 2, OrdersPerSec: 2520, OfOne: 0.84, OfBaseline: 0.9},
+	}}
+	var procs *Target
+	targets := Targets(br)
+	for i, tg := range targets {
+		if strings.Contains(tg.What, "Go's default GOMAXPROCS") {
+			if procs != nil {
+				t.Errorf("judged twice: %+v and %+v", *procs, tg)
+			}
+			procs = &targets[i]
+		}
+	}
+	if procs == nil || procs.Got != 0.9 || procs.Want != "(no target)" {
+		t.Errorf("Go's default against the bench's SHOP_MAXPROCS: %+v, want 0.9x, no target", procs)
+	}
+	var out strings.Builder
+	Write(&out, br)
+	for _, want := range []string{"1 instance(s), GOMAXPROCS 1, 64 clients", "direct, Go's default GOMAXPROCS, GOMAXPROCS 2", "= 0.90x its baseline"} {
+		if !strings.Contains(out.String(), strings.Replace(want, "64 clients", "0 clients", 1)) {
+			t.Errorf("the text report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // The CPU of two halves is one phase's: the time per order weighted by the
 // orders each half committed, the idle share by its seconds.
 func TestBenchHalvesAddUpTheirCPU(t *testing.T) {
