@@ -81,7 +81,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	fs.IntVar(&o.Bench.RssClients, "bench-rss-clients", 5000, "concurrent keep-alive clients of the bench's memory phase")
 	fs.DurationVar(&o.Bench.RssDuration, "bench-rss-duration", 10*time.Second, "length of the bench's memory phase")
 	fs.Float64Var(&o.Bench.InstanceCPU, "instance-cpu", 0, "put every shop instance of --scenario bench in a cgroup of its own allowing it this many CPUs (e.g. 0.3), as on a host of its own; needs root and the cgroup v1 cpu controller; 0: no cap")
-	fs.IntVar(&o.Bench.MaxProcs, "bench-maxprocs", 1, "SHOP_MAXPROCS of every shop instance of --scenario bench: 1, each instance one thread of Go code, as on a host it shares with the database and Redis (the bench's 2 cores); one more phase runs an instance at Go's default beside it; 0: Go's default everywhere")
+	fs.IntVar(&o.Bench.MaxProcs, "bench-maxprocs", 0, "SHOP_MAXPROCS of every shop instance of --scenario bench (0: the shop's default, Go's GOMAXPROCS); one phase measures an instance at the other setting (1 against Go's default, Go's default against N) between two halves of one at this one")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of the partition scenario's fault schedule, printed in its report so a run replays (0: a random one)")
 	fs.BoolVar(&o.CompareNet, "compare-partitions", false, "compare also runs naive, lock, lock-conditional and lock-fence under the partition scenario's seeded network faults (the partition column)")
 	if err := fs.Parse(args); err != nil {

@@ -137,7 +137,7 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	if err != nil {
 		return err
 	}
-	if err := h.benchDefaultProcs(ctx, b, db, common, users, br); err != nil {
+	if err := h.benchProcs(ctx, b, db, common, users, br); err != nil {
 		return err
 	}
 	// Each cluster is stopped before the next starts: idle instances
@@ -170,20 +170,21 @@ func (h runner) BenchRun(ctx context.Context, b *shops.Backend, db *sql.DB, comm
 	return err
 }
 
-// benchDefaultProcs measures what SHOP_MAXPROCS buys, when the bench's
-// shops run with it: two instances of one cluster, the first with the
-// bench's SHOP_MAXPROCS, the second with Go's default GOMAXPROCS (the
-// machine's CPUs), each warmed up with a hot product's load; then the
-// second measured between two halves of the first, as the three
-// instances are against one (benchAround), one hot product each.
-func (h runner) benchDefaultProcs(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *benchreport.Report) error {
+// benchProcs measures what SHOP_MAXPROCS does: two instances of one
+// cluster, the first at the bench's setting (--bench-maxprocs), the second
+// at the other one (1 where the bench's shops run at Go's default, Go's
+// default where they run at N), each warmed up with a hot product's load;
+// then the second measured between two halves of the first, as three
+// instances are against one (benchAround).
+func (h runner) benchProcs(ctx context.Context, b *shops.Backend, db *sql.DB, common []string, users *benchUsers, br *benchreport.Report) error {
 	o := h.O.Bench
-	if o.MaxProcs == 0 {
-		return nil
+	other, route := "SHOP_MAXPROCS=1", benchreport.RouteOneProc
+	if o.MaxProcs > 0 {
+		other, route = "SHOP_MAXPROCS=0", benchreport.RouteDefaultProcs
 	}
 	common, extra := shops.WithBuckets(h.O.StockBuckets, common, func(i int) []string {
 		if i == 1 {
-			return []string{"SHOP_MAXPROCS=0"} // (the process's environment keeps the last value)
+			return []string{other} // (the process's environment keeps the last value)
 		}
 		return nil
 	})
@@ -204,14 +205,14 @@ func (h runner) benchDefaultProcs(ctx context.Context, b *shops.Backend, db *sql
 		}
 	}
 	ours := func(window time.Duration) (benchreport.Orders, error) {
-		h.BenchSay("bench: hot product, 1 instance, SHOP_MAXPROCS=%d (baseline, %s), %d clients", o.MaxProcs, window, o.Clients)
+		h.BenchSay("bench: hot product, 1 instance at the bench's SHOP_MAXPROCS (baseline, %s), %d clients", window, o.Clients)
 		return h.BenchOrders(ctx, db, c, users, benchRoute{Routing: benchreport.RouteDirect, Urls: c.Urls()[:1], Shops: 1, Window: window})
 	}
-	goDefault := func() (benchreport.Orders, error) {
-		h.BenchSay("bench: hot product, 1 instance, Go's default GOMAXPROCS, %d clients", o.Clients)
-		return h.BenchOrders(ctx, db, c, users, benchRoute{Routing: benchreport.RouteDefaultProcs, Urls: c.Urls()[1:], Shops: 1})
+	theOther := func() (benchreport.Orders, error) {
+		h.BenchSay("bench: hot product, 1 instance, %s, %d clients", route, o.Clients)
+		return h.BenchOrders(ctx, db, c, users, benchRoute{Routing: route, Urls: c.Urls()[1:], Shops: 1})
 	}
-	return h.BenchAround(br, ours, goDefault)
+	return h.BenchAround(br, ours, theOther)
 }
 
 func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, br *benchreport.Report) error {

@@ -232,7 +232,8 @@ type Target struct {
 // The routings a hot-product phase can use.
 const (
 	RouteDirect       = "direct"                          // one instance
-	RouteDefaultProcs = "direct, Go's default GOMAXPROCS" // one instance without the bench's SHOP_MAXPROCS
+	RouteDefaultProcs = "direct, Go's default GOMAXPROCS" // one instance without the bench's SHOP_MAXPROCS (--bench-maxprocs N)
+	RouteOneProc      = "direct, SHOP_MAXPROCS=1"         // one instance at 1, where the bench's shops run at Go's default
 	RouteAffine       = "product-affine"                  // the harness's consistent hash, the default
 	RouteSpread       = "round robin (lab)"               // every instance takes a share of the product
 	RouteNginx        = "nginx, product-affine"           // deploy/nginx.conf in front

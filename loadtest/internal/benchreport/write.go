@@ -55,8 +55,11 @@ func Targets(br *Report) []Target {
 				add("committed orders/s, 12 products, 3 capped instances ÷ 1 capped instance", ">= 2.4x", "x", o.OfBaseline, o.OfBaseline >= 2.4, fmt.Sprintf("%.2fx short", 2.4-o.OfBaseline))
 			}
 		case o.OfOne == 0 || o.Instances == 1 && o.Routing == RouteDirect, o.Baseline:
-		case o.Routing == RouteDefaultProcs && o.OfBaseline > 0:
-			add("committed orders/s, 1 instance at Go's default GOMAXPROCS ÷ 1 instance at the bench's SHOP_MAXPROCS (halves around it)", "(no target)", "x", o.OfBaseline, true, "")
+		case (o.Routing == RouteDefaultProcs || o.Routing == RouteOneProc) && o.OfBaseline > 0:
+			add(fmt.Sprintf("committed orders/s, 1 instance, %s, ÷ 1 instance at the bench's setting (halves around it)", strings.TrimPrefix(o.Routing, RouteDirect+", ")), "(no target)", "x", o.OfBaseline, true, "")
+			if b := br.Orders[i-1]; b.Baseline && b.CPU != nil && o.CPU != nil && b.CPU.Shop > 0 {
+				add("shop CPU per committed order, that instance ÷ its baseline", "(no target)", "x", o.CPU.Shop/b.CPU.Shop, true, "")
+			}
 			if h := BaselineHalves(br.Orders, i); h != nil {
 				add("committed orders/s, that baseline's halves, the higher ÷ the lower (the machine's own spread)", "(no target)", "x", max(h[0], h[1])/min(h[0], h[1]), true, "")
 			}

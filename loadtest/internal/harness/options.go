@@ -19,8 +19,8 @@ type BenchOptions struct {
 	// cgroup of its own allowing it that many CPUs, as on a host of its own.
 	InstanceCPU float64
 	// MaxProcs is the SHOP_MAXPROCS of every shop instance the bench
-	// starts (0: Go's default); with it above 0, one more phase runs one
-	// instance at Go's default, beside it.
+	// starts (0: the shop's default, Go's GOMAXPROCS); one phase runs an
+	// instance at the other setting beside one at this.
 	MaxProcs int
 }
 
