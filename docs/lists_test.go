@@ -89,13 +89,13 @@ func TestFiguresInStep(t *testing.T) {
 	}
 	// The capped run: chapter 9's table (EN, 中文) is the README's, figure
 	// for figure (its first column is words, the rest numbers).
-	capped := benchFigures(t, read(t, "../README.md"), "| capped instances (0.3 CPU each)")
+	capped := benchFigures(t, read(t, "../README.md"), "| capped instances (0.2 CPU each")
 	if len(capped) < 10 {
 		t.Fatalf("README's capped table gave only %d figures: the table moved?", len(capped))
 	}
 	for file, header := range map[string]string{
-		"en/09-scaling-a-hot-product.md": "| capped instances (0.3 CPU each)",
-		"zh/09-scaling-a-hot-product.md": "| 受限实例（每个 0.3 个 CPU）",
+		"en/09-scaling-a-hot-product.md": "| capped instances (0.2 CPU each",
+		"zh/09-scaling-a-hot-product.md": "| 受限实例（每个 0.2 个 CPU",
 	} {
 		got := benchFigures(t, read(t, file), header)
 		if len(got) < 10 {
