@@ -49,14 +49,20 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	br := rep.Scenarios[0].Bench
 	checkCPUShape(t, b)
-	// 1 instance; 2 product-affine; 3 product-affine after its baseline
-	// (1 instance of the same cluster); 3 round robin; (3 behind nginx
-	// after its baseline, when nginx is installed); 3 round robin on
+	// 1 instance; 1 at SHOP_MAXPROCS=1 after its baseline (1 at the
+	// shop's default); 2 product-affine; 3 product-affine after its
+	// baseline (1 instance of the same cluster); 3 round robin; (3 behind
+	// nginx after its baseline, when nginx is installed); 3 round robin on
 	// stock buckets; 1 with coalescing off, last.
-	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 6 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
-		br.Orders[3].OrdersPerSec <= 0 || br.Orders[3].OfOne <= 0 || br.Orders[3].Routing != benchreport.RouteAffine || br.Orders[3].Instances != 3 ||
+	three := slices.IndexFunc(br.Orders, func(o benchreport.Orders) bool { return o.Instances == 3 && o.Routing == benchreport.RouteAffine })
+	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 8 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
+		three < 0 || br.Orders[three].OrdersPerSec <= 0 || br.Orders[three].OfOne <= 0 ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
+	}
+	if one, base := br.Orders[2], br.Orders[1]; one.Routing != benchreport.RouteOneProc || one.GoMaxProcs != 1 || one.OfBaseline <= 0 ||
+		!base.Baseline || base.GoMaxProcs < 1 || benchreport.BaselineHalves(br.Orders, 2) == nil {
+		t.Errorf("the GOMAXPROCS phase: %+v after %+v, want one at SHOP_MAXPROCS=1 (GOMAXPROCS 1 read back) after its baseline's halves", one, base)
 	}
 	for i, o := range br.Orders {
 		if o.Instances == 3 && (o.Routing == benchreport.RouteAffine || o.Routing == benchreport.RouteNginx) {

@@ -90,8 +90,8 @@ func TestBenchTargetsCompareTheProcs(t *testing.T) {
 	}
 	var out strings.Builder
 	Write(&out, br)
-	for _, want := range []string{"1 instance(s), GOMAXPROCS 1, 64 clients", "direct, Go's default GOMAXPROCS, GOMAXPROCS 2", "= 0.90x its baseline"} {
-		if !strings.Contains(out.String(), strings.Replace(want, "64 clients", "0 clients", 1)) {
+	for _, want := range []string{"1 instance(s), 0 clients, GOMAXPROCS 1:", "direct, Go's default GOMAXPROCS, 0 clients, GOMAXPROCS 2:", "= 0.90x its baseline"} {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("the text report lacks %q:\n%s", want, out.String())
 		}
 	}

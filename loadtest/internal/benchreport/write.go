@@ -164,8 +164,8 @@ func Write(w io.Writer, br *Report) {
 		case o.OfBaseline > 0:
 			ofNginx = fmt.Sprintf(" = %.2fx its baseline", o.OfBaseline)
 		}
-		fmt.Fprintf(w, "orders:   %s, %d clients: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance%s (%d in %.1fs); p50 %s, p99 %s; %s\n",
-			o.Label(), o.Clients, o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, render.Ms(o.Load.P50), render.Ms(o.Load.P99), batch)
+		fmt.Fprintf(w, "orders:   %s, %d clients%s: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance%s (%d in %.1fs); p50 %s, p99 %s; %s\n",
+			o.Label(), o.Clients, o.procs(), o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, render.Ms(o.Load.P50), render.Ms(o.Load.P99), batch)
 		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", render.Outcomes(o.Answers), o.Answers["no answer"])
 		writeCPU(w, o.CPU)
 	}
@@ -303,10 +303,15 @@ func (o Orders) Label() string {
 	if !o.Coalescing {
 		out += ", coalescing off"
 	}
-	if o.GoMaxProcs > 0 {
-		out += fmt.Sprintf(", GOMAXPROCS %d", o.GoMaxProcs)
-	}
 	return out
+}
+
+// procs is ", GOMAXPROCS n" when the phase's instances reported it.
+func (o Orders) procs() string {
+	if o.GoMaxProcs <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", GOMAXPROCS %d", o.GoMaxProcs)
 }
 
 // BaselineHalves is the halves of phase i's baseline (the phase before
