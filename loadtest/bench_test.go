@@ -54,8 +54,11 @@ func TestBenchEndToEnd(t *testing.T) {
 	// baseline (1 instance of the same cluster); 3 round robin; (3 behind
 	// nginx after its baseline, when nginx is installed); 3 round robin on
 	// stock buckets; 1 with coalescing off, last.
+	if br == nil {
+		t.Fatalf("report.json has no bench: %s", b)
+	}
 	three := slices.IndexFunc(br.Orders, func(o benchreport.Orders) bool { return o.Instances == 3 && o.Routing == benchreport.RouteAffine })
-	if br == nil || br.Raw.TxPerSec <= 0 || len(br.Orders) < 8 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
+	if br.Raw.TxPerSec <= 0 || len(br.Orders) < 8 || br.Orders[len(br.Orders)-1].Coalescing || br.Orders[0].OrdersPerSec <= 0 ||
 		three < 0 || br.Orders[three].OrdersPerSec <= 0 || br.Orders[three].OfOne <= 0 ||
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)

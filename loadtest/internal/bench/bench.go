@@ -194,15 +194,8 @@ func (h runner) benchProcs(ctx context.Context, b *shops.Backend, db *sql.DB, co
 	}
 	defer c.Close()
 	users.Secret = []byte(c.Secret)
-	for i, u := range c.Urls() {
-		warm, _, err := hotLoad(ctx, c, users, fmt.Sprintf("bench procs warm-up %d", i), 1)
-		if err != nil {
-			return err
-		}
-		h.BenchSay("bench: warm-up of instance %d of the two, %s (not counted)", i+1, max(o.Warmup, time.Second))
-		if _, err := warm.Run(ctx, []string{u}, o.Clients, 0, max(o.Warmup, time.Second)); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
+	if err := h.warmEach(ctx, c, users, "two"); err != nil {
+		return err
 	}
 	ours := func(window time.Duration) (benchreport.Orders, error) {
 		h.BenchSay("bench: hot product, 1 instance at the bench's SHOP_MAXPROCS (baseline, %s), %d clients", window, o.Clients)

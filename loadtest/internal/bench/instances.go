@@ -88,17 +88,9 @@ func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, stri
 	defer c3.Close()
 	users.Secret = []byte(c3.Secret)
 	// Whichever instance a product hashes to, it has served load before
-	// (pools open, heap grown), as the baseline's instance has: each
-	// takes a hot product's load for a warm-up first, unmeasured.
-	for i, u := range c3.Urls() {
-		warm, _, err := hotLoad(ctx, c3, users, fmt.Sprintf("bench warm-up %d", i), 1)
-		if err != nil {
-			return err
-		}
-		h.BenchSay("bench: warm-up of instance %d of the three, %s (not counted)", i+1, max(h.O.Bench.Warmup, time.Second))
-		if _, err := warm.Run(ctx, []string{u}, h.O.Bench.Clients, 0, max(h.O.Bench.Warmup, time.Second)); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
+	// (pools open, heap grown), as the baseline's instance has.
+	if err := h.warmEach(ctx, c3, users, "three"); err != nil {
+		return err
 	}
 	// Two instances; three, against one instance of the same cluster
 	// measured in halves around them; the lab's round robin.
@@ -143,6 +135,24 @@ func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, stri
 		return h.BenchBehindNginx(ctx, db, c3, c3.Urls(), users, 0)
 	}
 	return h.BenchAround(br, oneNginx, threeNginx)
+}
+
+// warmEach gives each of c's instances a hot product's load for a
+// warm-up, unmeasured, so that every instance a phase compares has served
+// load before (pools open, heap grown). of names the cluster in the log.
+func (h runner) warmEach(ctx context.Context, c *shops.Cluster, users *benchUsers, of string) error {
+	d := max(h.O.Bench.Warmup, time.Second)
+	for i, u := range c.Urls() {
+		warm, _, err := hotLoad(ctx, c, users, fmt.Sprintf("bench warm-up %s %d", of, i), 1)
+		if err != nil {
+			return err
+		}
+		h.BenchSay("bench: warm-up of instance %d of the %s, %s (not counted)", i+1, of, d)
+		if _, err := warm.Run(ctx, []string{u}, h.O.Bench.Clients, 0, d); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	return nil
 }
 
 // benchAround runs test between two halves of its one-instance baseline,

@@ -161,11 +161,12 @@ func (c *Cluster) Urls() []string {
 }
 
 // shopEnv is the harness's environment without any SHOP_ setting, so only
-// what a scenario sets reaches the shops.
+// what a scenario sets reaches the shops, and without GOMAXPROCS, which
+// would win over the SHOP_MAXPROCS the bench gives each instance.
 func ShopEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SHOP_") {
+		if !strings.HasPrefix(kv, "SHOP_") && !strings.HasPrefix(kv, "GOMAXPROCS=") {
 			out = append(out, kv)
 		}
 	}
