@@ -248,8 +248,10 @@ func (a *api) seckill(c *gin.Context) {
 	ctx, uid := c.Request.Context(), who(c).UserID
 	// A product this instance knows is sold out is answered by the fast
 	// path (sold_out, or the buyer's order): cheap, so not rate limited.
+	// Otherwise the processed-marker read travels with the rate limit's
+	// Redis trip (chk.Along): one wait for both.
 	chk := a.orders.CheckSeckill(ctx, uid, id)
-	if !chk.SoldOut() && !a.allow(c, "orders", a.limits.Orders, userSubject(c)) {
+	if !chk.SoldOut() && !a.allowWith(c, chk.Along(ctx), "orders", a.limits.Orders, userSubject(c)) {
 		return
 	}
 	o, created, err := a.orders.PlaceSeckill(ctx, chk)

@@ -40,10 +40,16 @@ type Limits struct {
 // needs Redis will meet the outage itself (503), while one the database can
 // answer still should be.
 func (a *api) allow(c *gin.Context, class string, lim redis_rate.Limit, subject string) bool {
+	return a.allowWith(c, c.Request.Context(), class, lim, subject)
+}
+
+// allowWith is allow asking Redis with ctx (the request's, carrying what
+// may ride along with the limiter's round trip).
+func (a *api) allowWith(c *gin.Context, ctx context.Context, class string, lim redis_rate.Limit, subject string) bool {
 	if a.limits.Limiter == nil || lim.IsZero() {
 		return true
 	}
-	res, err := a.limits.Limiter.Allow(c.Request.Context(), a.limits.KeyPrefix+"rl:"+class+":"+subject, lim)
+	res, err := a.limits.Limiter.Allow(ctx, a.limits.KeyPrefix+"rl:"+class+":"+subject, lim)
 	if err != nil {
 		logger(c).Debug("rate limit not checked: Redis did not answer", "class", class, "err", err)
 		return true

@@ -27,7 +27,24 @@ func NewMarkers(rdb redis.UniversalClient, prefix string, ttl time.Duration) *Ma
 
 // Get returns the value marked for key, if any.
 func (m *Markers) Get(ctx context.Context, key string) (string, bool, error) {
-	v, err := m.rdb.Get(ctx, m.prefix+key).Result()
+	return MarkerRead{m.rdb.Get(ctx, m.prefix+key)}.Result()
+}
+
+// A MarkerRead is Get built and not sent, for a caller that sends Cmd in a
+// round trip it makes anyway (package ride), then reads Result.
+type MarkerRead struct{ cmd *redis.StringCmd }
+
+// Prepare builds the read of key's marker without sending it.
+func (m *Markers) Prepare(ctx context.Context, key string) MarkerRead {
+	return MarkerRead{redis.NewStringCmd(ctx, "get", m.prefix+key)}
+}
+
+// Cmd is the command to send.
+func (r MarkerRead) Cmd() redis.Cmder { return r.cmd }
+
+// Result is Get's answer, once Cmd's reply is in.
+func (r MarkerRead) Result() (string, bool, error) {
+	v, err := r.cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}

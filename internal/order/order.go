@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/ride"
 )
 
 // Errors the HTTP layer maps to problem codes.
@@ -132,7 +133,19 @@ type SeckillCheck struct {
 	answered          bool // o, err are the request's answer
 	o                 Order
 	err               error
+	// marker is the processed-marker read, built for a product not sold
+	// out, riding along (its ride) with the rate limiter's trip when the
+	// handler makes one with Along's context.
+	marker idem.MarkerRead
+	ride   *ride.Ride
 }
+
+// Along returns ctx carrying the request's processed-marker read: a Redis
+// call made with it that shares round trips (the rate limiter's) takes the
+// read into its own trip, and PlaceSeckill reads the marker from there
+// instead of making a trip of its own. Without such a call, PlaceSeckill
+// reads the marker itself.
+func (c SeckillCheck) Along(ctx context.Context) context.Context { return ride.With(ctx, c.ride) }
 
 // SoldOut reports whether the check found the product sold out here: the
 // request is answered from memory (409 sold_out, or the buyer's order),
@@ -144,8 +157,13 @@ func (c SeckillCheck) SoldOut() bool { return c.inv.SoldOut }
 // buyers could not be read, leaves the request to PlaceSeckill.
 func (s *Service) CheckSeckill(ctx context.Context, userID, productID int64) SeckillCheck {
 	c := SeckillCheck{userID: userID, productID: productID, inv: s.inv.Check(ctx, productID)}
-	if c.inv.SoldOut && !s.cfg.NoIdempotency {
+	switch {
+	case s.cfg.NoIdempotency:
+	case c.inv.SoldOut:
 		c.o, c.answered, c.err = s.fromBook(ctx, userID, productID, c.inv.Version)
+	default:
+		c.marker = s.markers.Prepare(ctx, markerKey(userID, productID))
+		c.ride = ride.New(c.marker.Cmd())
 	}
 	return c
 }
@@ -163,7 +181,7 @@ func (s *Service) PlaceSeckill(ctx context.Context, c SeckillCheck) (Order, bool
 	no := SeckillNo(userID, productID)
 	if s.cfg.NoIdempotency {
 		no = randomNo("S")
-	} else if o, ok := s.fromMarker(ctx, userID, productID); ok {
+	} else if o, ok := s.fromMarker(ctx, c); ok {
 		return o, false, nil
 	}
 	o, created, err := s.place(ctx, Order{OrderNo: no, UserID: userID, ProductID: productID, Quantity: 1, Kind: KindSeckill}, c.inv.Locks)
@@ -190,10 +208,18 @@ func (s *Service) PlaceSeckill(ctx context.Context, c SeckillCheck) (Order, bool
 // batch failed.
 const fallbackReadTimeout = 500 * time.Millisecond
 
-// fromMarker answers a repeat whose processed marker is in Redis. A marker
-// that cannot be read is no answer: the batch's own check decides.
-func (s *Service) fromMarker(ctx context.Context, userID, productID int64) (Order, bool) {
-	v, ok, err := s.markers.Get(ctx, markerKey(userID, productID))
+// fromMarker answers a repeat whose processed marker is in Redis, read on
+// the check's ride or, when it did not travel, now. A marker that cannot be
+// read is no answer: the batch's own check decides.
+func (s *Service) fromMarker(ctx context.Context, c SeckillCheck) (Order, bool) {
+	var v string
+	var ok bool
+	var err error
+	if c.ride.Replied() {
+		v, ok, err = c.marker.Result()
+	} else {
+		v, ok, err = s.markers.Get(ctx, markerKey(c.userID, c.productID))
+	}
 	if err != nil || !ok {
 		return Order{}, false
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill-lab/shop/internal/ride"
 )
 
 // sharedTrips is a Redis client whose per-request calls (GET, and the
@@ -15,6 +17,10 @@ import (
 // out as one pipeline when one of them is back, the way the order batch
 // shares a lock hold. Nothing waits on purpose: a lone call goes out at
 // once. Every other command goes straight to the client.
+//
+// A call whose context carries a ride (package ride: a request's marker
+// read travelling with its rate-limit script) takes the ride's commands
+// into the same pipeline, so the request waits for one reply, not two.
 //
 // Each caller waits no longer than its own context, and a call whose
 // caller gave up before its turn is not sent. go-redis's automatic
@@ -44,6 +50,7 @@ type sharedTrips struct {
 type sharedCall struct {
 	ctx     context.Context
 	cmd     redis.Cmder
+	along   *ride.Ride // commands sent in the same pipeline, before cmd; nil: none
 	done    chan struct{}
 	dropped bool // not sent: the caller's context had ended (set before done closes)
 }
@@ -53,7 +60,7 @@ const (
 	// less: four in flight committed 0.93x the orders of one (A/B, one
 	// bench run, six alternating phases each).
 	maxTrips = 1
-	// maxSharedTrip caps the commands of one pipeline.
+	// maxSharedTrip caps the calls of one pipeline (each with its ride).
 	maxSharedTrip = 256
 	// maxSharedQueue caps the calls waiting for a round trip: past it (a
 	// Redis that stopped answering while requests kept coming) a call
@@ -75,7 +82,7 @@ func (s *sharedTrips) do(ctx context.Context, cmd redis.Cmder) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c := &sharedCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	c := &sharedCall{ctx: ctx, cmd: cmd, along: ride.Take(ctx), done: make(chan struct{})}
 	s.mu.Lock()
 	if len(s.queue) >= maxSharedQueue {
 		s.mu.Unlock()
@@ -91,6 +98,9 @@ func (s *sharedTrips) do(ctx context.Context, cmd redis.Cmder) error {
 	case <-c.done:
 		if c.dropped {
 			return ctx.Err()
+		}
+		if c.along != nil {
+			c.along.Done()
 		}
 		return nil
 	case <-ctx.Done():
@@ -145,13 +155,18 @@ func (s *sharedTrips) send(batch []*sharedCall) {
 		ctx, cancel = context.WithDeadline(ctx, last)
 		defer cancel()
 	}
-	if len(live) == 1 {
+	if len(live) == 1 && live[0].along == nil {
 		_ = s.UniversalClient.Process(ctx, live[0].cmd)
 	} else {
 		// Each command keeps its own reply or error (redis.Nil
 		// included); the pipeline's error repeats the first of them.
 		_, _ = s.UniversalClient.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, c := range live {
+				if c.along != nil {
+					for _, a := range c.along.Cmds() {
+						_ = p.Process(ctx, a)
+					}
+				}
 				_ = p.Process(ctx, c.cmd)
 			}
 			return nil

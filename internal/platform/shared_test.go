@@ -13,28 +13,47 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill-lab/shop/internal/ride"
 	"github.com/seckill-lab/shop/internal/testenv"
 )
 
 // tripCounter counts round trips (a command alone, or a pipeline) and the
-// commands they carried.
-type tripCounter struct{ trips, cmds atomic.Int64 }
+// commands they carried, but for those skip names.
+type tripCounter struct {
+	trips, cmds atomic.Int64
+	skip        func(redis.Cmder) bool // nil: count all
+}
+
+func (h *tripCounter) count(cmds ...redis.Cmder) {
+	n := int64(0)
+	for _, c := range cmds {
+		if h.skip == nil || !h.skip(c) {
+			n++
+		}
+	}
+	if n > 0 {
+		h.trips.Add(1)
+		h.cmds.Add(n)
+	}
+}
 
 func (h *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.trips.Add(1)
-		h.cmds.Add(1)
+		h.count(cmd)
 		return next(ctx, cmd)
 	}
 }
 func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.trips.Add(1)
-		h.cmds.Add(int64(len(cmds)))
+		h.count(cmds...)
 		return next(ctx, cmds)
 	}
 }
+
+// connSetup names what go-redis sends on a new connection (HELLO, CLIENT
+// SETINFO), which is no call of a request.
+func connSetup(c redis.Cmder) bool { return c.Name() == "hello" || c.Name() == "client" }
 
 // TestSharedRoundTrips: 200 concurrent requests' GETs and rate-limit
 // scripts, on the shared test server and on a fresh one, each get their
@@ -284,5 +303,60 @@ func TestSharedTripsNotOnAClusterNorInProcess(t *testing.T) {
 		if r.ShareRoundTrips() || r.PerRequest() != r.UniversalClient {
 			t.Errorf("%s shares round trips", name)
 		}
+	}
+}
+
+// TestSharedTripCarriesARide: a marker read riding on a rate-limit call's
+// context travels in that call's round trip (one trip, both replies, a miss
+// still a miss), once: a later call with the same context does not carry
+// it again. A client that does not share round trips never takes a ride,
+// and its owner sees it did not travel.
+func TestSharedTripCarriesARide(t *testing.T) {
+	t.Parallel()
+	url, prefix := testenv.Redis(t)
+	r := openRedis(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Set(ctx, prefix+"ride:hit", "S123", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lim := redis_rate.NewLimiter(r.PerRequest())
+	hit := redis.NewStringCmd(ctx, "get", prefix+"ride:hit")
+	miss := redis.NewStringCmd(ctx, "get", prefix+"ride:miss")
+	plain := ride.New(hit, miss)
+	if _, err := lim.Allow(ride.With(ctx, plain), prefix+"ride:user", redis_rate.PerSecond(10)); err != nil {
+		t.Fatal(err)
+	}
+	if plain.Replied() {
+		t.Fatal("a client that does not share round trips took a ride")
+	}
+
+	r.ShareRoundTrips()
+	count := &tripCounter{skip: connSetup}
+	r.AddHook(count)
+	lim = redis_rate.NewLimiter(r.PerRequest())
+	along := ride.New(hit, miss)
+	rctx := ride.With(ctx, along)
+	res, err := lim.Allow(rctx, prefix+"ride:user", redis_rate.PerSecond(10))
+	if err != nil || res.Allowed != 1 {
+		t.Fatalf("Allow with a ride: %+v, %v", res, err)
+	}
+	if !along.Replied() {
+		t.Fatal("the ride did not travel with the rate limit's trip")
+	}
+	if v, err := hit.Result(); err != nil || v != "S123" {
+		t.Errorf("ridden GET of a marker = %q, %v; want S123", v, err)
+	}
+	if err := miss.Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("ridden GET of a missing key: err = %v, want redis.Nil", err)
+	}
+	if trips, cmds := count.trips.Load(), count.cmds.Load(); trips != 1 || cmds != 3 {
+		t.Errorf("%d round trips carrying %d commands, want 1 carrying 3 (the script and two GETs)", trips, cmds)
+	}
+	if err := r.PerRequest().Get(rctx, prefix+"ride:hit").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cmds := count.cmds.Load(); cmds != 4 {
+		t.Errorf("a second call with the ride's context sent %d commands, want 1 (the ride goes once)", cmds-3)
 	}
 }
