@@ -63,6 +63,11 @@ func TestBenchEndToEnd(t *testing.T) {
 		br.SoldOut.PerSec <= 0 || br.Healthz.PerSec <= 0 || br.RefusalRatio <= 0 || br.Memory.PeakRSSMB <= 0 {
 		t.Fatalf("report.json lacks a figure: %s", b)
 	}
+	// One hot product's lock: one hold per batch, held at most all the
+	// time (a little over 1 for the hold that spans the window's edge).
+	if o := br.Orders[0]; o.LockHoldMs <= 0 || o.LocksHeld <= 0 || o.LocksHeld > 1.1 {
+		t.Errorf("1 instance: lock hold %.2f ms, locks held %.2f of the time; want a hold and at most 1 lock", o.LockHoldMs, o.LocksHeld)
+	}
 	if one, base := br.Orders[2], br.Orders[1]; one.Routing != benchreport.RouteOneProc || one.GoMaxProcs != 1 || one.OfBaseline <= 0 ||
 		!base.Baseline || base.GoMaxProcs < 1 || benchreport.BaselineHalves(br.Orders, 2) == nil {
 		t.Errorf("the GOMAXPROCS phase: %+v after %+v, want one at SHOP_MAXPROCS=1 (GOMAXPROCS 1 read back) after its baseline's halves", one, base)

@@ -316,6 +316,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		count0, count1  int64
 		t0, t1          time.Time
 		sum0, n0        float64
+		held0, holds0   float64
 		sampleErr       error
 		samplerFinished = make(chan struct{})
 	)
@@ -330,7 +331,8 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		if count0, sampleErr = countOrders(ctx, db, products...); sampleErr != nil {
 			return
 		}
-		sum0, n0 = batchTotals(ctx, c)
+		sum0, n0 = histTotals(ctx, c, benchreport.BatchMetric)
+		held0, holds0 = histTotals(ctx, c, benchreport.HoldMetric)
 		prevT, prevCount, prevSum, prevN := t0, count0, sum0, n0
 		for next := t0.Add(time.Second); ; next = next.Add(time.Second) {
 			last := !next.Before(t0.Add(o.Phase))
@@ -346,7 +348,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 				sampleErr = err
 				return
 			}
-			s, k := batchTotals(ctx, c)
+			s, k := histTotals(ctx, c, benchreport.BatchMetric)
 			dt := now.Sub(prevT).Seconds()
 			smp := benchreport.Sample{T: now.Sub(t0).Seconds(), Orders: float64(n-prevCount) / dt}
 			if k > prevN {
@@ -375,8 +377,12 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	out.Committed, out.Seconds = count1-count0, t1.Sub(t0).Seconds()
 	out.OrdersPerSec = float64(out.Committed) / out.Seconds
 	out.CPU = cpuPer(procs, cpu0, cpu1, out.Committed, "order")
-	if s, k := batchTotals(ctx, c); k > n0 {
+	if s, k := histTotals(ctx, c, benchreport.BatchMetric); k > n0 {
 		out.BatchMean = (s - sum0) / (k - n0)
+	}
+	if s, k := histTotals(ctx, c, benchreport.HoldMetric); k > holds0 {
+		out.LockHoldMs = (s - held0) / (k - holds0) * 1000
+		out.LocksHeld = (s - held0) / out.Seconds
 	}
 	return out, nil
 }
@@ -428,16 +434,16 @@ func maxProcs(ctx context.Context, c *shops.Cluster, urls []string) int {
 	return n
 }
 
-// batchTotals sums the batch-size histogram's _sum and _count over the
-// instances; both are 0 when the shop exposes no such histogram.
-func batchTotals(ctx context.Context, c *shops.Cluster) (sum, count float64) {
+// histTotals sums histogram name's _sum and _count over the instances;
+// both are 0 when the shop exposes no such histogram.
+func histTotals(ctx context.Context, c *shops.Cluster, name string) (sum, count float64) {
 	for i := range c.Instances {
-		m, err := c.Client.Metrics(ctx, i, benchreport.BatchMetric)
+		m, err := c.Client.Metrics(ctx, i, name)
 		if err != nil {
 			continue
 		}
-		sum += m[benchreport.BatchMetric+"_sum"]
-		count += m[benchreport.BatchMetric+"_count"]
+		sum += m[name+"_sum"]
+		count += m[name+"_count"]
 	}
 	return sum, count
 }

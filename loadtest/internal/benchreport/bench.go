@@ -75,11 +75,20 @@ type Orders struct {
 	// OfBaseline: for that next phase, OrdersPerSec / its baseline's.
 	// Halves: a baseline's two halves' orders/s, the same instance and
 	// load minutes apart, so their ratio shows the machine's own spread.
-	Baseline   bool           `json:"baseline,omitempty"`
-	OfBaseline float64        `json:"of_baseline,omitempty"`
-	Halves     []float64      `json:"halves_orders_per_s,omitempty"`
-	Load       Rate           `json:"load"`
-	BatchMean  float64        `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
+	Baseline   bool      `json:"baseline,omitempty"`
+	OfBaseline float64   `json:"of_baseline,omitempty"`
+	Halves     []float64 `json:"halves_orders_per_s,omitempty"`
+	Load       Rate      `json:"load"`
+	BatchMean  float64   `json:"batch_mean,omitempty"` // mean batch size over the window; 0: not exposed
+	// LockHoldMs is the mean time a hold of the shop's locks lasted over
+	// the window (in these phases, product locks: one hold per batch), and
+	// LocksHeld their total hold time ÷ the window, the locks held at once
+	// on average. A hot product whose lock is held nearly all the time
+	// (LocksHeld near 1) commits about BatchMean / LockHoldMs orders per
+	// ms, whatever else gets faster: only bigger batches or shorter holds
+	// raise it. 0: not exposed.
+	LockHoldMs float64        `json:"lock_hold_ms,omitempty"`
+	LocksHeld  float64        `json:"locks_held,omitempty"`
 	CPU        *CPU           `json:"cpu_per_order,omitempty"`
 	Series     []Sample       `json:"series"`
 	Answers    map[string]int `json:"answers"`
@@ -274,6 +283,9 @@ func AddCounts(a, b map[string]int) map[string]int {
 
 const BatchMetric = "shop_orders_batch_size"
 
+// HoldMetric is the histogram of the shop's lock holds (lockx).
+const HoldMetric = "shop_lock_hold_duration_seconds"
+
 // ProcsMetric is the Go runtime's GOMAXPROCS, from the shop's Go collector.
 const ProcsMetric = "go_sched_gomaxprocs_threads"
 
@@ -287,7 +299,14 @@ func (o Orders) Plus(p Orders) Orders {
 		out.OrdersPerSec = float64(out.Committed) / out.Seconds
 	}
 	if o.BatchMean > 0 && p.BatchMean > 0 {
-		out.BatchMean = float64(out.Committed) / (float64(o.Committed)/o.BatchMean + float64(p.Committed)/p.BatchMean)
+		ob, pb := float64(o.Committed)/o.BatchMean, float64(p.Committed)/p.BatchMean // batches
+		out.BatchMean = float64(out.Committed) / (ob + pb)
+		if o.LockHoldMs > 0 && p.LockHoldMs > 0 { // one hold per batch
+			out.LockHoldMs = (o.LockHoldMs*ob + p.LockHoldMs*pb) / (ob + pb)
+		}
+	}
+	if out.Seconds > 0 {
+		out.LocksHeld = (o.LocksHeld*o.Seconds + p.LocksHeld*p.Seconds) / out.Seconds
 	}
 	out.Series = slices.Clone(o.Series)
 	for _, s := range p.Series {

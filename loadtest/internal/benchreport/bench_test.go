@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,16 +14,20 @@ import (
 )
 
 // Two halves of a baseline add up to one phase: counts and seconds add,
-// the rate is the whole's, a quantile is the larger half's, and the mean
-// batch is weighted by the orders each half committed.
+// the rate is the whole's, a quantile is the larger half's, the mean
+// batch is weighted by the orders each half committed, the mean lock hold
+// by the batches (one hold each), the locks held by the seconds.
 func TestBenchHalvesAddUp(t *testing.T) {
-	a := Orders{Committed: 3000, Seconds: 1, BatchMean: 30, Series: []Sample{{T: 1, Orders: 3000}},
+	a := Orders{Committed: 3000, Seconds: 1, BatchMean: 30, LockHoldMs: 6, LocksHeld: 0.6, Series: []Sample{{T: 1, Orders: 3000}},
 		Load: Rate{Requests: 3000, Seconds: 1, PerSec: 3000, P50: 10 * time.Millisecond, P99: 40 * time.Millisecond, Answers: map[string]int{"201": 3000}}}
-	b := Orders{Committed: 1000, Seconds: 1, BatchMean: 10, Series: []Sample{{T: 1, Orders: 1000}},
+	b := Orders{Committed: 1000, Seconds: 1, BatchMean: 10, LockHoldMs: 2, LocksHeld: 0.2, Series: []Sample{{T: 1, Orders: 1000}},
 		Load: Rate{Requests: 1000, Seconds: 1, PerSec: 1000, P50: 20 * time.Millisecond, P99: 30 * time.Millisecond, Answers: map[string]int{"201": 1000, "503 busy": 2}}}
 	got := a.Plus(b)
 	if got.Committed != 4000 || got.Seconds != 2 || got.OrdersPerSec != 2000 || got.BatchMean != 20 {
 		t.Errorf("orders: %d in %.0fs = %.0f/s, batch %.1f; want 4000 in 2s = 2000/s, batch 20", got.Committed, got.Seconds, got.OrdersPerSec, got.BatchMean)
+	}
+	if got.LockHoldMs != 4 || math.Abs(got.LocksHeld-0.4) > 1e-9 {
+		t.Errorf("locks: %.2f ms a hold, %.2f held; want 4 ms (100 batches of each half), 0.4", got.LockHoldMs, got.LocksHeld)
 	}
 	if l := got.Load; l.Requests != 4000 || l.PerSec != 2000 || l.P50 != 20*time.Millisecond || l.P99 != 40*time.Millisecond ||
 		l.Answers["201"] != 4000 || l.Answers["503 busy"] != 2 || got.Answers["201"] != 4000 {

@@ -155,6 +155,9 @@ func Write(w io.Writer, br *Report) {
 		if o.BatchMean > 0 {
 			batch = fmt.Sprintf("mean batch %.1f", o.BatchMean)
 		}
+		if o.LockHoldMs > 0 {
+			batch += fmt.Sprintf(", locks held %.2f of the time, %.1f ms a hold", o.LocksHeld, o.LockHoldMs)
+		}
 		ofNginx := ""
 		switch {
 		case o.Baseline && len(o.Halves) == 2:
