@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/gin-gonic/gin"
@@ -180,12 +182,57 @@ func problemResponse(c *gin.Context, err error) response {
 		// The answer most buyers of a sale get: the access log keeps it
 		// at debug, or it would bury everything else.
 		c.Set(ctxQuiet, true)
+		return response{status: p.Status, header: problemHeaders[p.Code], body: soldOutBodies.of(p)}
 	}
-	h := map[string]string{"Content-Type": "application/problem+json"}
-	if ra := retryAfter[p.Code]; ra != "" {
-		h["Retry-After"] = ra
+	return response{status: p.Status, header: problemHeaders[p.Code], body: mustJSON(p)}
+}
+
+// problemHeaders are each problem code's headers, made once: the media
+// type and, for a code that has one, Retry-After. Read-only (asReplay
+// copies before it adds a header).
+var problemHeaders = func() map[string]map[string]string {
+	out := make(map[string]map[string]string, len(codes))
+	for code := range codes {
+		h := map[string]string{"Content-Type": "application/problem+json"}
+		if ra := retryAfter[code]; ra != "" {
+			h["Retry-After"] = ra
+		}
+		out[code] = h
 	}
-	return response{status: p.Status, header: h, body: mustJSON(p)}
+	return out
+}()
+
+// soldOutBodies keeps the sold_out problem's bytes per path: the answer
+// most buyers of a sale get, the same for all of them on one product's
+// path (its detail is fixed; the path is its instance), so it is encoded
+// once per path, not once per refusal.
+var soldOutBodies = &bodyMemo{}
+
+// bodyMemo remembers encoded problems of one code by detail and instance,
+// up to maxMemoBodies of them (past that, encoded each time: paths are the
+// client's to choose). A problem with field errors is never kept.
+type bodyMemo struct {
+	m sync.Map // memoKey -> []byte
+	n atomic.Int64
+}
+
+type memoKey struct{ detail, instance string }
+
+const maxMemoBodies = 4096
+
+func (b *bodyMemo) of(p wire.Problem) []byte {
+	if p.Errors != nil {
+		return mustJSON(p)
+	}
+	k := memoKey{p.Detail, p.Instance}
+	if v, ok := b.m.Load(k); ok {
+		return v.([]byte)
+	}
+	body := mustJSON(p)
+	if b.n.Add(1) <= maxMemoBodies {
+		b.m.Store(k, body)
+	}
+	return body
 }
 
 // logFailure logs a 5xx: an unexpected error at ERROR, a dependency that did

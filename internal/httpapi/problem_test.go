@@ -2,19 +2,24 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
+	"github.com/seckill-lab/shop/internal/wire"
 )
 
 // TestProblemDetailHidesInnerErrors: a mapped domain error answers with its
@@ -76,5 +81,32 @@ func TestTransportErrorsAreUnavailable(t *testing.T) {
 func TestLockNotReplicatedIsUnavailable(t *testing.T) {
 	if p := problemFor(fmt.Errorf("product lock: %w", lockx.ErrNotReplicated)); p.Code != "unavailable" || p.Status != 503 {
 		t.Errorf("%s %d, want unavailable 503", p.Code, p.Status)
+	}
+}
+
+// TestSoldOutAnswersPerPath: the sold_out body, encoded once per path, is
+// each path's own (its instance), and every problem keeps its headers: the
+// media type, and Retry-After where the code has one.
+func TestSoldOutAnswersPerPath(t *testing.T) {
+	t.Parallel()
+	answer := func(path string, err error) response {
+		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		c.Request = httptest.NewRequest(http.MethodPost, path, nil)
+		return problemResponse(c, err)
+	}
+	for range 2 {
+		for _, path := range []string{"/api/v1/seckill/1/orders", "/api/v1/seckill/2/orders"} {
+			r := answer(path, fmt.Errorf("batch: %w", inventory.ErrSoldOut))
+			var p wire.Problem
+			if err := json.Unmarshal(r.body, &p); err != nil || p.Code != "sold_out" || p.Status != http.StatusConflict || p.Instance != path || p.Detail != "sold out" {
+				t.Errorf("%s: %s (%v); want sold_out, 409, instance %s", path, r.body, err, path)
+			}
+			if r.status != http.StatusConflict || r.header["Content-Type"] != "application/problem+json" || r.header["Retry-After"] != "" {
+				t.Errorf("%s: %d %v", path, r.status, r.header)
+			}
+		}
+	}
+	if r := answer("/api/v1/seckill/1/orders", inventory.ErrBusy); r.header["Retry-After"] != "1" || r.header["Content-Type"] != "application/problem+json" {
+		t.Errorf("busy: headers %v, want Retry-After 1", r.header)
 	}
 }

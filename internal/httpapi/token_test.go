@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,15 @@ func TestTokenCheckAgreesWithLibrary(t *testing.T) {
 		{"minted like the bench", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":`+exp+`,"iat":`+itoa(now)+`}`), true},
 		{"fractional exp", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":`+exp+`.5}`), true},
 		{"exp as a string", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":"`+exp+`"}`), true},
+		{"spaces", signed(t, secret, hdr, `{"iss": "shop", "sub": "7", "exp": `+exp+`, "iat": `+itoa(now)+`}`), true},
+		{"iat first", signed(t, secret, hdr, `{"iss":"shop","sub":"7","iat":`+itoa(now)+`,"exp":`+exp+`}`), true},
+		{"exp of 16 digits", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":1`+strings.Repeat("0", 15)+`,"iat":`+itoa(now)+`}`), true},
+		{"exp with a leading zero", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":0`+exp+`,"iat":`+itoa(now)+`}`), false},
+		{"iat with a leading zero", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":`+exp+`,"iat":0`+itoa(now)+`}`), false},
+		{"expired as issued", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":`+past+`,"iat":`+itoa(now-100)+`}`), false},
+		{"issued in the future (the library does not check iat either)", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":`+exp+`,"iat":`+itoa(now+600)+`}`), true},
+		{"sub escaped", signed(t, secret, hdr, `{"iss":"shop","sub":"\u0037","exp":`+exp+`,"iat":`+itoa(now)+`}`), true},
+		{"sub of 20 digits", signed(t, secret, hdr, `{"iss":"shop","sub":"`+strings.Repeat("9", 20)+`","exp":`+exp+`,"iat":`+itoa(now)+`}`), false},
 		{"expired", signed(t, secret, hdr, `{"iss":"shop","sub":"7","exp":`+past+`}`), false},
 		{"no exp", signed(t, secret, hdr, `{"iss":"shop","sub":"7"}`), false},
 		{"other issuer", signed(t, secret, hdr, `{"iss":"evil","sub":"7","exp":`+exp+`}`), false},
