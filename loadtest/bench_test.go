@@ -64,8 +64,9 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatalf("report.json lacks a figure: %s", b)
 	}
 	// One hot product's lock: one hold per batch, held at most all the
-	// time (a little over 1 for the hold that spans the window's edge).
-	if o := br.Orders[0]; o.LockHoldMs <= 0 || o.LocksHeld <= 0 || o.LocksHeld > 1.1 {
+	// time, give or take the hold that spans the window's start (the
+	// window is 500 ms here, a hold can be tens of ms on a busy machine).
+	if o := br.Orders[0]; o.LockHoldMs <= 0 || o.LocksHeld <= 0 || o.LocksHeld > 1.5 {
 		t.Errorf("1 instance: lock hold %.2f ms, locks held %.2f of the time; want a hold and at most 1 lock", o.LockHoldMs, o.LocksHeld)
 	}
 	if one, base := br.Orders[2], br.Orders[1]; one.Routing != benchreport.RouteOneProc || one.GoMaxProcs != 1 || one.OfBaseline <= 0 ||
