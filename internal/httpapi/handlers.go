@@ -249,9 +249,10 @@ func (a *api) seckill(c *gin.Context) {
 	// A product this instance knows is sold out is answered by the fast
 	// path (sold_out, or the buyer's order): cheap, so not rate limited.
 	// Otherwise the processed-marker read travels with the rate limit's
-	// Redis trip (chk.Along): one wait for both.
+	// Redis trip (chk.Along): one wait for both (a request the limit
+	// refuses has read its marker for nothing, in a trip it made anyway).
 	chk := a.orders.CheckSeckill(ctx, uid, id)
-	if !chk.SoldOut() && !a.allowWith(c, chk.Along(ctx), "orders", a.limits.Orders, userSubject(c)) {
+	if !chk.SoldOut() && !a.allowWith(chk.Along(ctx), c, "orders", a.limits.Orders, userSubject(c)) {
 		return
 	}
 	o, created, err := a.orders.PlaceSeckill(ctx, chk)

@@ -40,12 +40,12 @@ type Limits struct {
 // needs Redis will meet the outage itself (503), while one the database can
 // answer still should be.
 func (a *api) allow(c *gin.Context, class string, lim redis_rate.Limit, subject string) bool {
-	return a.allowWith(c, c.Request.Context(), class, lim, subject)
+	return a.allowWith(c.Request.Context(), c, class, lim, subject)
 }
 
 // allowWith is allow asking Redis with ctx (the request's, carrying what
 // may ride along with the limiter's round trip).
-func (a *api) allowWith(c *gin.Context, ctx context.Context, class string, lim redis_rate.Limit, subject string) bool {
+func (a *api) allowWith(ctx context.Context, c *gin.Context, class string, lim redis_rate.Limit, subject string) bool {
 	if a.limits.Limiter == nil || lim.IsZero() {
 		return true
 	}

@@ -182,9 +182,18 @@ func problemResponse(c *gin.Context, err error) response {
 		// The answer most buyers of a sale get: the access log keeps it
 		// at debug, or it would bury everything else.
 		c.Set(ctxQuiet, true)
-		return response{status: p.Status, header: problemHeaders[p.Code], body: soldOutBodies.of(p)}
+		return response{status: p.Status, header: problemHeader(p.Code), body: soldOutBodies.of(p)}
 	}
-	return response{status: p.Status, header: problemHeaders[p.Code], body: mustJSON(p)}
+	return response{status: p.Status, header: problemHeader(p.Code), body: mustJSON(p)}
+}
+
+// problemHeader is code's headers (problemHeaders), or the media type
+// alone for a code the table lacks.
+func problemHeader(code string) map[string]string {
+	if h, ok := problemHeaders[code]; ok {
+		return h
+	}
+	return map[string]string{"Content-Type": "application/problem+json"}
 }
 
 // problemHeaders are each problem code's headers, made once: the media
@@ -209,8 +218,9 @@ var problemHeaders = func() map[string]map[string]string {
 var soldOutBodies = &bodyMemo{}
 
 // bodyMemo remembers encoded problems of one code by detail and instance,
-// up to maxMemoBodies of them (past that, encoded each time: paths are the
-// client's to choose). A problem with field errors is never kept.
+// up to maxMemoBodies of them (past that, encoded each time: a sold-out
+// path names a product that exists, but the bound does not rely on it). A
+// problem with field errors is never kept.
 type bodyMemo struct {
 	m sync.Map // memoKey -> []byte
 	n atomic.Int64
@@ -229,8 +239,11 @@ func (b *bodyMemo) of(p wire.Problem) []byte {
 		return v.([]byte)
 	}
 	body := mustJSON(p)
-	if b.n.Add(1) <= maxMemoBodies {
-		b.m.Store(k, body)
+	if b.n.Load() < maxMemoBodies {
+		if v, loaded := b.m.LoadOrStore(k, body); loaded {
+			return v.([]byte)
+		}
+		b.n.Add(1)
 	}
 	return body
 }

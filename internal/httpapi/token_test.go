@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,4 +119,54 @@ func BenchmarkUserToken(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestIssuedClaimsReadsWhatIssueWrites: the claims of a token issue signed
+// take the quick reader's path, and read as json.Unmarshal reads them.
+func TestIssuedClaimsReadsWhatIssueWrites(t *testing.T) {
+	t.Parallel()
+	a := newAuthn([]byte("secretsecretsecret123"), []byte("adminadminadmin123"), time.Hour)
+	tok, _, err := a.issue(42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := issuedClaims(payload)
+	if !ok {
+		t.Fatalf("issuedClaims refused what issue wrote: %s", payload)
+	}
+	sameClaims(t, payload, c)
+}
+
+// FuzzIssuedClaims: whatever issuedClaims reads, json.Unmarshal reads the
+// same way; what it refuses goes to json.Unmarshal anyway.
+func FuzzIssuedClaims(f *testing.F) {
+	for _, s := range []string{
+		`{"iss":"shop","sub":"7","exp":1796449178,"iat":1796362778}`,
+		`{"iss":"shop","sub":"007","exp":0,"iat":0}`,
+		`{"iss":"shop","sub":"7","exp":01,"iat":1}`,
+		`{"iss":"shop","sub":"7","exp":1,"iat":1} `,
+		`{"iss":"shop","sub":"7","exp":1,"iat":1,"aud":"x"}`,
+		`{"iss":"shop","sub":"7\u0022","exp":1,"iat":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if c, ok := issuedClaims(b); ok {
+			sameClaims(t, b, c)
+		}
+	})
+}
+
+// sameClaims fails t unless json.Unmarshal reads b as c, with no audience.
+func sameClaims(t *testing.T, b []byte, c tokenClaims) {
+	t.Helper()
+	var want tokenClaims
+	if err := json.Unmarshal(b, &want); err != nil || want.Aud != nil ||
+		want.Iss != c.Iss || want.Sub != c.Sub || want.Exp != c.Exp || want.Nbf != c.Nbf || want.Iat != c.Iat || want.Jti != c.Jti || c.Aud != nil {
+		t.Fatalf("%s: issuedClaims read %+v, json.Unmarshal %+v (%v)", b, c, want, err)
+	}
 }

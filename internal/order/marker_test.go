@@ -5,8 +5,12 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/ride"
 )
 
 // TestMarkerOutlivesItsOrder is a buyer after a lossy database failover
@@ -63,5 +67,59 @@ func TestMarkerOutlivesItsOrder(t *testing.T) {
 				t.Errorf("repeat: %+v, created %v, %v; %d rows; want the order placed again (201) under %s", o, created, err, rows, first.OrderNo)
 			}
 		})
+	}
+}
+
+// TestSeckillReadsTheMarkerItsRideBrought: the processed-marker read that
+// rode on another round trip (the rate limiter's, in the shop) is the one
+// PlaceSeckill answers from: here the marker names the buyer's other order,
+// and is deleted from Redis after the ride brought it, so an answer from a
+// read of its own (or from the batch) would be the seckill order instead.
+// Without a ride taken, PlaceSeckill reads the marker itself.
+func TestSeckillReadsTheMarkerItsRideBrought(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.shop(t)
+	ctx := context.Background()
+	id := f.product(t, a, 5)
+	const user = 21
+	first, created, err := a.orders.Seckill(ctx, user, id)
+	if err != nil || !created {
+		t.Fatalf("first seckill: created %v, %v", created, err)
+	}
+	other, created, err := a.orders.Regular(ctx, user, id, 1, "ride-key", "ride-hash")
+	if err != nil || !created {
+		t.Fatalf("regular order: created %v, %v", created, err)
+	}
+	a.orders.Wait()
+	key := f.Prefix + "done:seckill:" + strconv.Itoa(user) + ":" + strconv.FormatInt(id, 10)
+	for _, taken := range []bool{true, false} {
+		if err := f.RDB.Set(ctx, key, other.OrderNo, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		chk := a.orders.CheckSeckill(ctx, user, id)
+		want := other.OrderNo
+		if taken {
+			r := ride.Take(chk.Along(ctx))
+			if r == nil {
+				t.Fatal("the check built no ride for a product not sold out")
+			}
+			if _, err := f.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, c := range r.Cmds() {
+					_ = p.Process(ctx, c)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			r.Done()
+			if err := f.RDB.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o, created, err := a.orders.PlaceSeckill(ctx, chk)
+		if err != nil || created || o.OrderNo != want {
+			t.Errorf("ride taken %v: %s, created %v, %v; want the marker's order %s (not the seckill order %s)", taken, o.OrderNo, created, err, want, first.OrderNo)
+		}
 	}
 }

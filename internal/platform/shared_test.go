@@ -18,7 +18,7 @@ import (
 )
 
 // tripCounter counts round trips (a command alone, or a pipeline) and the
-// commands they carried, but for those skip names.
+// commands they carried; commands skip reports true for are not counted.
 type tripCounter struct {
 	trips, cmds atomic.Int64
 	skip        func(redis.Cmder) bool // nil: count all

@@ -44,8 +44,10 @@ func With(ctx context.Context, r *Ride) context.Context {
 // Take is for the client making a round trip with ctx: ctx's ride, taken
 // (so no later trip carries it again), or nil when there is none or it was
 // taken before. The taker sends Cmds in its trip and calls Done once their
-// replies are in; a trip that fails before the replies leaves the ride
-// taken and not replied, and the owner sends its commands itself.
+// replies are in (a trip that failed too: each command then holds the
+// error). A call that was never sent (its caller's context ended, or the
+// taker's queue was full) leaves the ride taken and not replied, and the
+// owner sends its commands itself.
 func Take(ctx context.Context) *Ride {
 	r, _ := ctx.Value(key{}).(*Ride)
 	if r == nil || !r.taken.CompareAndSwap(false, true) {
