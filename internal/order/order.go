@@ -209,8 +209,10 @@ func (s *Service) PlaceSeckill(ctx context.Context, c SeckillCheck) (Order, bool
 const fallbackReadTimeout = 500 * time.Millisecond
 
 // fromMarker answers a repeat whose processed marker is in Redis, read on
-// the check's ride or, when it did not travel, now. A marker that cannot be
-// read is no answer: the batch's own check decides.
+// the check's ride or, when it did not travel, now, with a read of its own
+// (not the ride's command: a ride taken and not answered may still be
+// written by its taker). A marker that cannot be read is no answer: the
+// batch's own check decides.
 func (s *Service) fromMarker(ctx context.Context, c SeckillCheck) (Order, bool) {
 	var v string
 	var ok bool
