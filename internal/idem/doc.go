@@ -6,7 +6,7 @@
 // released after the work cannot stop the same work from running again on a
 // retry, so the two are used together, in layers:
 //
-//  1. Idempotency keys (Store, Middleware): the client names each attempt
+//  1. Idempotency keys (Store.Do): the client names each attempt
 //     with an Idempotency-Key header (IETF httpapi draft "The
 //     Idempotency-Key HTTP Header Field"; Stripe's keys; Brandur Leach,
 //     "Implementing Stripe-like Idempotency Keys in Postgres"). The first
@@ -54,9 +54,14 @@
 // A different fingerprint is answered 422 even while the first request is
 // still in flight: the payload is wrong whatever becomes of the first one.
 //
-// # Waiting
+// # The flow
 //
-// By default a request whose key is in flight gets 409 at once (the draft's
-// answer); MiddlewareOptions.Wait lets it poll for a bounded time and replay
-// the result instead.
+// Store.Do is the one flow: claim the scoped key with the request's
+// fingerprint; a stored record is replayed, a claim in flight is ErrInUse
+// (409), another fingerprint ErrFingerprintMismatch (422); otherwise the
+// work runs once and its record is kept (ShouldStore) or the key released,
+// within a bounded time. The caller (the shop's HTTP layer) parses the
+// header (ParseKey), scopes the key (Scope), fingerprints the decoded
+// request (Fingerprint) and writes the replayed record with
+// Idempotent-Replayed: true.
 package idem

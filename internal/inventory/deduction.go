@@ -3,93 +3,55 @@ package inventory
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
-	"github.com/seckill-lab/shop/internal/lockx"
+	"gorm.io/gorm"
 )
 
-// Deduction is one batch's guarded deduction of a product's stock: the
-// gate's admission of its wants (redis-gate), then the holds the product's
+// Deduction is one batch's guarded deduction of a product's stock, by the
+// product's strategy (resolved once, when it starts): the holds the
 // strategy needs, taken one at a time, each handed to the caller for one
-// transaction, then the gate's settlement. The caller reads it as a loop,
-// with no callback:
+// transaction. The caller reads it as a loop, with no callback:
 //
 //	d := inv.Deduct(ctx, productID, wants)
 //	defer d.Close()
 //	refused := d.Refused() // the gate's refusals, per want
 //	for d.Next() {
-//		d.Done(runTx(d.Context(), d.Take())) // DeductTx(tx, d.Take(), wants) inside
+//		taken, err := runTx(d.Context()) // d.DeductTx(tx, wants) inside
+//		d.Done(taken, err)               // the committed transaction's Taken
 //	}
 //	err := d.Err()
 //
-// The holds, by strategy:
-//
-//   - lock-fence, redis-gate and the lab's lock and lock-conditional: the
-//     product lock, once; Take().Fence is its fencing token.
-//   - the lock-free lab strategies (naive, conditional): no lock, once;
-//     the zero Fence.
-//   - a product held in stock buckets (buckets.go): the home bucket's lock,
-//     then each next bucket not known empty while wants are left open,
-//     then every bucket's lock for the tally.
-//
-// A write refused for a stale fence (Redis lost the fence counter) raises
-// the counter to what the database last accepted and hands the same hold
-// again, new, up to three times. A deduction that left the product sold
-// out puts it in the sold-out book once its last hold was released
-// (SoldOut).
+// The holds, by strategy: the product lock, once (lock-fence, redis-gate,
+// and the lab's lock and lock-conditional); no lock, once (the lab's naive
+// and conditional); for a product held in stock buckets, one bucket's lock
+// per bucket tried, then every bucket's for the tally (walk.go). A write
+// refused for a stale fence gets the same hold again, new, as
+// staleFenceRetry says. A deduction that left the product sold out puts it
+// in the sold-out book once its last hold was released (SoldOut).
 //
 // A deadline on ctx (the batch's most pressed request) bounds each wait
 // for a lock, not the holds: a hold whose context ended would stop its
 // watchdog while the transaction still runs (see HoldPast).
 type Deduction struct {
-	s         *Service
-	productID int64
-	strategy  string          // resolved once, for the whole batch
-	buckets   int             // the product's K
-	ctx       context.Context // the caller's: its deadline bounds the waits
-	hold      context.Context // the holds' (HoldPast)
-	cancel    context.CancelFunc
-	deadline  time.Time // ctx's; zero: none
-	start     time.Time
-
-	// The gate's part (redis-gate): what it took for each want, its
-	// refusals (per want), and the order numbers whose units a committed
-	// transaction sold, for the settlement in Close.
-	admitted []admission
+	s        *Service
+	id       int64
+	strategy string
+	how      deductor
 	refused  []error
-	sold     map[string]bool
+	ctx      context.Context // the caller's: its deadline bounds the waits
+	holdCtx  context.Context // the holds' (HoldPast)
+	cancel   context.CancelFunc
+	start    time.Time
 
-	next   step // what Next takes
-	stale  int  // holds of next refused for a stale fence so far
-	held   *held
-	take   *Take
+	claim  claim // what Next takes
+	held   *hold
+	stale  int // holds of claim refused for a stale fence in a row
 	err    error
 	closed bool // nothing more to take
 
-	// The walk of a product held in buckets: the buckets known empty when
-	// it began, and the empty book's generation then.
-	empty, gen uint64
-
 	soldOut bool // the deduction left the product sold out
 	version int64
-}
-
-// step is a hold Next takes: one bucket's lock (bucket 0: the product
-// lock), or every bucket's (all).
-type step struct {
-	bucket int
-	all    bool
-}
-
-// held is the hold handed to the caller: the locks taken (none for the
-// lock-free strategies; one per bucket, in order, for all), each with the
-// context it was taken under, and the context the work runs on.
-type held struct {
-	locks  []*lockx.Lock
-	under  []context.Context
-	work   context.Context
-	paused bool
 }
 
 // Deduct starts the deduction of a batch of wants for productID, all of
@@ -98,46 +60,24 @@ type held struct {
 // (Refused says which were turned away); nothing is held until Next.
 // Close it when done with it.
 func (s *Service) Deduct(ctx context.Context, productID int64, wants []Want) *Deduction {
-	d := &Deduction{s: s, productID: productID, strategy: s.StrategyOf(productID), ctx: ctx, hold: ctx, start: time.Now()}
+	d := &Deduction{s: s, id: productID, strategy: s.StrategyOf(productID), ctx: ctx, holdCtx: ctx, start: time.Now()}
 	if dl, ok := ctx.Deadline(); ok {
-		d.deadline = dl
-		d.hold, d.cancel = HoldPast(ctx, dl)
+		d.holdCtx, d.cancel = HoldPast(ctx, dl)
 	}
 	k, err := s.bucketsOf(ctx, productID)
 	if err != nil {
 		d.end(err) // nothing admitted, nothing held
 		return d
 	}
-	if d.buckets = k; k > 1 {
-		d.strategy = LockFence // the only strategy that walks buckets
-		d.empty, d.gen = s.empty.get(productID)
-		d.next = d.bucketAfter(-1)
-	}
-	if d.strategy == RedisGate && len(wants) > 0 {
-		d.admit(wants)
-	}
-	return d
-}
-
-// admit takes each want's units from the gate (admitAll). A want turned
-// away is refused; when none is left, the deduction is over with nothing
-// held. A gate that cannot answer ends it (the units taken so far go back
-// in Close).
-func (d *Deduction) admit(wants []Want) {
-	taken, refused, err := d.s.admitAll(d.ctx, d.productID, wants)
-	d.refused = refused
-	d.admitted = make([]admission, 0, len(wants))
-	for i, a := range taken {
-		if refused[i] == nil && a.gen != "" {
-			d.admitted = append(d.admitted, a)
-		}
-	}
-	switch {
-	case err != nil:
+	st := resolve(d.strategy, k)
+	d.strategy = st.name
+	d.how, d.refused, err = st.start(ctx, s, productID, k, wants)
+	if err != nil {
 		d.end(err)
-	case !slices.Contains(refused, nil):
-		d.end(nil)
+		return d
 	}
+	d.follow(nil)
+	return d
 }
 
 // Refused is, per want of Deduct, the gate's refusal (redis-gate: ErrSoldOut,
@@ -145,120 +85,90 @@ func (d *Deduction) admit(wants []Want) {
 // strategies without a gate. A refused want must not be deducted.
 func (d *Deduction) Refused() []error { return d.refused }
 
-// bucketAfter is the walk's step after the i-th bucket tried from home
-// (-1: none yet): the next bucket not known empty, else the tally.
-func (d *Deduction) bucketAfter(i int) step {
-	k := d.buckets
-	home := d.s.home % k
-	for i++; i < k; i++ {
-		if b := (home + i) % k; d.empty&(1<<b) == 0 {
-			return step{bucket: b}
-		}
-	}
-	return step{all: true}
-}
-
 // Next takes the next hold and reports whether the caller is to run its
 // transaction under it; false when the deduction is over (Err says how).
 func (d *Deduction) Next() bool {
 	if d.closed {
 		return false
 	}
-	s := d.s
-	walks := d.buckets > 1
-	switch {
-	case !walks || d.stale > 0: // a stale-fence retry is no new step
-	case d.next.all:
-		s.metrics.bucketTally()
-	case d.next.bucket != s.home%d.buckets:
-		s.metrics.bucketMove()
+	ctx := d.holdCtx
+	if !d.claim.locks() {
+		ctx = d.ctx // nothing to renew: the work keeps the caller's deadline
 	}
-	h, err := d.acquire()
+	h, err := d.s.acquire(ctx, d.id, d.claim, d.lockWait())
 	if err != nil {
 		d.end(err)
 		return false
 	}
 	d.held = h
-	t := &Take{ProductID: d.productID, strategy: d.strategy, gated: len(d.admitted) > 0}
-	if walks {
-		t.buckets = d.buckets
-		t.bucket, t.all = d.next.bucket, d.next.all
-	}
-	if len(h.locks) > 0 {
-		t.Fence = h.locks[0].Fencing()
-	}
-	if t.all {
-		t.fences = make([]Fence, len(h.locks))
-		for b, l := range h.locks {
-			t.fences[b] = l.Fencing()
-		}
-	} else if err := s.prepare(h.work, t); err != nil {
-		d.Done(err)
+	if err := d.how.prepare(h.ctx, h); err != nil {
+		d.Done(Taken{}, err)
 		return false
 	}
-	d.take = t
 	return true
 }
 
-// Context is the context of the hold Next took: cancelled when a lock of
-// it is lost, so a transaction on it rolls back.
-func (d *Deduction) Context() context.Context { return d.held.work }
+// lockWait is how long Next waits for a lock: the configured wait, and no
+// longer than ctx's deadline.
+func (d *Deduction) lockWait() time.Duration {
+	wait := d.s.cfg.LockWait
+	if dl, ok := d.ctx.Deadline(); ok {
+		wait = max(0, min(wait, time.Until(dl)))
+	}
+	return wait
+}
 
-// Take is the hold's deduction, for DeductTx in the caller's transaction.
-func (d *Deduction) Take() *Take { return d.take }
+// Context is the context of the hold Next took: cancelled when a lock of
+// it is lost before the caller's transaction begins, so no BEGIN follows.
+// A transaction already begun is guarded by the fence, not by this context
+// (order runs it on a context of its own until the deadline).
+func (d *Deduction) Context() context.Context { return d.held.ctx }
+
+// DeductTx takes stock for wants, in arrival order, inside the caller's
+// transaction, under the hold Next took: a want is served while enough is
+// left, so the first buyers get the last units and the rest get the exact
+// refusal. It appends one ledger row per served want; the caller inserts the
+// orders in the same transaction. It may run again in a rerun of the
+// transaction; Done takes the Taken of the run that committed.
+//
+// Errors: ErrNotFound, errStaleFence (Done takes the hold again), ErrBusy,
+// or the database's.
+func (d *Deduction) DeductTx(tx *gorm.DB, wants []Want) (Taken, error) {
+	return d.how.deductTx(tx, d.held, wants)
+}
 
 // Done ends the hold Next took, with the outcome of the caller's work under
-// it (nil: its transaction committed), and decides what Next takes next.
-func (d *Deduction) Done(err error) {
+// it: taken is what its committed transaction's DeductTx returned (the zero
+// Taken when it called none), err nil when it committed. It decides what
+// Next takes next.
+func (d *Deduction) Done(taken Taken, err error) {
 	if d.held == nil {
 		return
 	}
-	s, t := d.s, d.take
-	err = d.release(err)
-	d.held, d.take = nil, nil
-	if errors.Is(err, errStaleFence) {
-		s.metrics.staleFence()
-		if err := d.raiseFence(); err != nil {
-			d.end(err)
-			return
-		}
-		if d.stale++; d.stale == 3 {
-			d.end(ErrBusy)
-		}
-		return // the same hold again, under a raised fence
-	}
-	if err != nil {
+	err = d.held.release(err)
+	d.held = nil
+	again, err := d.s.afterStale(d.ctx, d.id, d.claim, d.stale+1, err)
+	switch {
+	case again:
+		d.stale++ // the same claim again, under raised fences
+		return
+	case err != nil:
 		d.end(err)
 		return
 	}
 	d.stale = 0
-	if t.gated {
-		if d.sold == nil {
-			d.sold = make(map[string]bool, len(t.granted))
-		}
-		for _, no := range t.granted {
-			d.sold[no] = true
-		}
+	d.soldOut = taken.SoldOut
+	d.follow(&taken)
+}
+
+// follow asks the strategy for the hold after last (nil: the first).
+func (d *Deduction) follow(last *Taken) {
+	c, ok := d.how.next(last)
+	if !ok {
+		d.end(nil)
+		return
 	}
-	id := d.productID
-	switch {
-	case d.buckets <= 1:
-		d.soldOut = t.soldOut
-	case d.next.all:
-		if t.tallied {
-			s.empty.set(id, d.gen, t.left)
-		}
-		d.soldOut = t.soldOut
-	default:
-		if t.emptied {
-			s.empty.add(id, d.gen, 1<<d.next.bucket)
-		}
-		if t.open > 0 {
-			d.next = d.bucketAfter((d.next.bucket - s.home%d.buckets + d.buckets) % d.buckets)
-			return
-		}
-	}
-	d.end(nil)
+	d.claim = c
 }
 
 // Err is why the deduction ended without deciding every want: the lock did
@@ -272,22 +182,18 @@ func (d *Deduction) Err() error { return d.err }
 func (d *Deduction) SoldOut() (version int64, ok bool) { return d.version, d.soldOut }
 
 // Close releases a hold still taken (the caller's work ended without Done,
-// a panic), ends the deduction and settles the gate's admissions: the
+// a panic), ends the deduction and lets the strategy settle (the gate: the
 // units of a want whose order a committed transaction created stay sold,
-// the others go back to the gate (the first want of an order number is the
-// one that created it; a twin of it in the batch gives its share back). It
-// may be called more than once.
+// the others go back). It may be called more than once.
 func (d *Deduction) Close() {
 	if d.held != nil {
-		d.Done(errClosed)
+		d.Done(Taken{}, errClosed)
 	}
 	d.end(errClosed)
-	for _, a := range d.admitted {
-		sold := d.sold[a.OrderNo]
-		delete(d.sold, a.OrderNo)
-		d.s.settle(d.ctx, d.productID, a, sold)
+	if d.how != nil {
+		d.how.close(d.ctx)
+		d.how = nil
 	}
-	d.admitted = nil
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -311,72 +217,6 @@ func (d *Deduction) end(err error) {
 		return
 	}
 	if d.soldOut {
-		d.version, d.soldOut = d.s.learnSoldOut(d.ctx, d.productID)
+		d.version, d.soldOut = d.s.learnSoldOut(d.ctx, d.id)
 	}
-}
-
-// acquire takes the hold of d.next: nothing for the lock-free strategies,
-// else the step's lock, or every bucket's in bucket order (0, 1, ...,
-// K-1; deductions hold one bucket lock at a time, so taking them in order
-// cannot deadlock with anything), each under the one before it.
-func (d *Deduction) acquire() (*held, error) {
-	s, id := d.s, d.productID
-	if !locks(d.strategy) && d.buckets <= 1 {
-		return &held{work: d.ctx}, nil
-	}
-	wait := s.cfg.LockWait
-	if !d.deadline.IsZero() {
-		wait = max(0, min(wait, time.Until(d.deadline)))
-	}
-	paused := !d.next.all && s.cfg.PauseAfterLock > 0
-	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !paused}
-	first, last := d.next.bucket, d.next.bucket
-	if d.next.all {
-		first, last = 0, d.buckets-1
-	}
-	h := &held{paused: paused, work: d.hold}
-	for b := first; b <= last; b++ {
-		l, err := s.locks.Acquire(h.work, bucketKey(id, b), opts)
-		if err != nil {
-			err = s.holdErr(id, paused, err)
-			d.releaseAll(h, err)
-			return nil, err
-		}
-		h.locks, h.under = append(h.locks, l), append(h.under, h.work)
-		h.work = l.Context()
-	}
-	if paused {
-		// The lab pause stands in for a stop-the-world pause: no
-		// renewal could run during one either, and the work runs on the
-		// hold's context, so the fence alone must stop a stale write.
-		h.work = d.hold
-	}
-	return h, nil
-}
-
-// release ends d.held's locks, innermost first, with the work's outcome,
-// and reports it as holding would.
-func (d *Deduction) release(err error) error {
-	return d.releaseAll(d.held, err)
-}
-
-func (d *Deduction) releaseAll(h *held, err error) error {
-	for i := len(h.locks) - 1; i >= 0; i-- {
-		err = d.s.holdErr(d.productID, h.paused, d.s.locks.End(h.under[i], h.locks[i], err))
-	}
-	return err
-}
-
-// raiseFence raises the fence counter of every lock of d.next to the
-// fence its row last accepted.
-func (d *Deduction) raiseFence() error {
-	if !d.next.all {
-		return d.s.raiseFence(d.ctx, d.productID, d.next.bucket)
-	}
-	for b := range d.buckets {
-		if err := d.s.raiseFence(d.ctx, d.productID, b); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -36,7 +36,9 @@ func TestDeductionClosedMidHold(t *testing.T) {
 	if !d.Next() {
 		t.Fatalf("the next batch did not get the lock within its wait: %v (want the closed deduction's hold released)", d.Err())
 	}
-	d.Done(takeTx(d.Context(), s, d.Take(), inventory.Want{OrderNo: "CLOSED-1", Quantity: 1}, nil))
+	take := d.Take()
+	err := takeTx(d.Context(), s, take, inventory.Want{OrderNo: "CLOSED-1", Quantity: 1}, nil)
+	d.Done(take.Taken(), err)
 	if d.Next() || d.Err() != nil {
 		t.Fatalf("after its one hold: next %v, err %v; want over, nil", d.Next(), d.Err())
 	}
@@ -59,7 +61,7 @@ func TestDeductionDoneWithError(t *testing.T) {
 	if !d.Next() {
 		t.Fatalf("hold: %v", d.Err())
 	}
-	d.Done(failed)
+	d.Done(inventory.Taken{}, failed)
 	if d.Next() || !errors.Is(d.Err(), failed) {
 		t.Fatalf("after a failed transaction: err %v, want it", d.Err())
 	}

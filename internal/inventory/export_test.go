@@ -1,6 +1,10 @@
 package inventory
 
-import "context"
+import (
+	"context"
+
+	"gorm.io/gorm"
+)
 
 // Admission is what the gate took for one want, for the gate's tests.
 type Admission struct {
@@ -44,6 +48,30 @@ func (s *Service) StrategyTableLocked() bool {
 // Home is this instance's home bucket, before mod K.
 func (s *Service) Home() int { return s.home }
 
+// Take is a hold of a deduction as the tests hand it around: DeductTx
+// through it keeps what the last run took, for Done.
+type Take struct {
+	Fence Fence // the hold's fence of bucket 0 (the product lock)
+	d     *Deduction
+	taken Taken
+}
+
+// Take is the hold Next took.
+func (d *Deduction) Take() *Take { return &Take{Fence: d.held.fence(0), d: d} }
+
+// Taken is what the last DeductTx through t took.
+func (t *Take) Taken() Taken { return t.taken }
+
+// DeductTx is t's Deduction's DeductTx, kept for Done.
+func (s *Service) DeductTx(tx *gorm.DB, t *Take, wants []Want) (Taken, error) {
+	taken, err := t.d.DeductTx(tx, wants)
+	t.taken = taken
+	return taken, err
+}
+
+// ErrElsewhere is the refusal of a want a bucket left open for the next.
+var ErrElsewhere = errOpen
+
 // Guard runs fn under each hold of a deduction of productID, the loop a
 // batch runs (order's placeBatch), for tests that deduct without order.
 // wants go through the gate (redis-gate; none: the gate is not
@@ -57,7 +85,9 @@ func (s *Service) Guard(ctx context.Context, productID int64, wants []Want, fn f
 		}
 	}
 	for d.Next() {
-		d.Done(fn(d.Context(), d.Take()))
+		t := d.Take()
+		err := fn(d.Context(), t)
+		d.Done(t.Taken(), err)
 	}
 	return d.Err()
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
 )
 
 // The redis-gate strategy keeps a counter of admittable units in Redis and
@@ -50,109 +52,68 @@ import (
 // units stay out of the gate. Such a request is a repeat that got past two
 // checks and then lost its process within one round trip.
 
-// gateLib is shared by the scripts: the Redis clock (one clock for every
-// instance), record parsing, giving units back, ending a record.
-const gateLib = `
-local function now_ms()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function parse(v)
-  local f = {}
-  if v then for w in string.gmatch(v, '%S+') do f[#f + 1] = w end end
-  return f
-end
-local function give(n)
-  if n ~= 0 and redis.call('exists', KEYS[1]) == 1 then redis.call('incrby', KEYS[1], n) end
-end
-local function finish(no, kind, now, keep)
-  redis.call('zrem', KEYS[3], no)
-  redis.call('hset', KEYS[2], no, kind)
-  redis.call('zadd', KEYS[4], now + keep, no)
-end
-`
+// gate is redis-gate's deductor: every want goes through the gate when the
+// deduction starts (admitAll); those let through are deducted as
+// lock-fence deducts them; once the last hold was released each
+// admission is settled: the units of a want whose order a committed
+// transaction created stay sold, the others go back (the first want of an
+// order number is the one that created it; a twin of it in the batch gives
+// its share back).
+type gate struct {
+	fenced
+	admitted []admission
+	none     bool            // the gate turned every want away: no hold
+	sold     map[string]bool // order numbers a committed transaction served
+}
 
-// gateTake: KEYS = gate, holds, leases, ended; ARGV = order number,
-// quantity, new generation, lease ms. Returns {code, generation, expired}:
-// code -1 = not initialised, 0 = refused (expired: leases that ended are
-// waiting to be reaped), 1 = admitted (generation "" = nothing taken: the
-// order exists already).
-var gateTake = redis.NewScript(gateLib + `
-local now = now_ms()
-local old = redis.call('zrangebyscore', KEYS[4], '-inf', now, 'limit', 0, 32)
-if #old > 0 then
-  redis.call('hdel', KEYS[2], unpack(old))
-  redis.call('zrem', KEYS[4], unpack(old))
-end
-local g = redis.call('get', KEYS[1])
-if not g then return {-1, '', 0} end
-local no, q = ARGV[1], tonumber(ARGV[2])
-local f = parse(redis.call('hget', KEYS[2], no))
-if f[1] == 'D' then return {1, '', 0} end
-local gen, qty, refs, sold = ARGV[3], 0, 0, 0
-if f[1] == 'L' then gen, qty, refs, sold = f[2], tonumber(f[3]), tonumber(f[4]), tonumber(f[5]) end
-local need = math.max(q - qty, 0)
-if sold > 0 then need = 0 end -- the order exists: this one can only be a repeat
-if tonumber(g) < need then
-  return {0, '', #redis.call('zrangebyscore', KEYS[3], '-inf', now, 'limit', 0, 1)}
-end
-if need > 0 then redis.call('decrby', KEYS[1], need) end
-if f[1] ~= 'L' then redis.call('zrem', KEYS[4], no) end
-redis.call('hset', KEYS[2], no, 'L ' .. gen .. ' ' .. (qty + need) .. ' ' .. (refs + 1) .. ' ' .. sold)
-redis.call('zadd', KEYS[3], 'GT', now + tonumber(ARGV[4]), no)
-return {1, gen, 0}
-`)
+func startGate(ctx context.Context, s *Service, id int64, _ int, wants []Want) (deductor, []error, error) {
+	g := &gate{fenced: fenced{s: s, id: id}, sold: map[string]bool{}}
+	if len(wants) == 0 {
+		return g, nil, nil
+	}
+	taken, refused, err := s.admitAll(ctx, id, wants)
+	for i, a := range taken {
+		if refused[i] == nil && a.gen != "" {
+			g.admitted = append(g.admitted, a)
+		}
+	}
+	g.none = !slices.Contains(refused, nil)
+	return g, refused, err
+}
 
-// gateSettle: KEYS = gate, holds, leases, ended; ARGV = order number,
-// generation, quantity, served (1/0), keep ms. Returns the units given back
-// (negative: taken back).
-var gateSettle = redis.NewScript(gateLib + `
-local now = now_ms()
-local no, gen, q, served, keep = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
-local f = parse(redis.call('hget', KEYS[2], no))
-if f[1] == 'D' or f[1] == nil then return 0 end
-if f[2] ~= gen then
-  -- Ours was reaped (its units given back) and a new request holds the
-  -- number now. Sold after all: take our units back.
-  if served then give(-q) return -q end
-  return 0
-end
-if f[1] == 'R' then
-  if served then
-    give(-q)
-    finish(no, 'D', now, keep)
-    return -q
-  end
-  return 0
-end
-local qty, refs, sold = tonumber(f[3]), tonumber(f[4]) - 1, tonumber(f[5])
-if served then sold = q end
-if refs > 0 then
-  redis.call('hset', KEYS[2], no, 'L ' .. gen .. ' ' .. qty .. ' ' .. refs .. ' ' .. sold)
-  return 0
-end
-give(qty - sold)
-if sold > 0 then
-  finish(no, 'D', now, keep)
-else
-  redis.call('hdel', KEYS[2], no)
-  redis.call('zrem', KEYS[3], no)
-end
-return qty - sold
-`)
+func (g *gate) next(last *Taken) (claim, bool) {
+	if g.none {
+		return claim{}, false
+	}
+	if last != nil {
+		for _, no := range last.granted {
+			g.sold[no] = true
+		}
+	}
+	return g.fenced.next(last)
+}
 
-// gateLevelScript: KEYS = gate, holds, leases. Returns {exists, gate,
-// units in holds whose lease has not ended}.
-var gateLevelScript = redis.NewScript(gateLib + `
-local g = redis.call('get', KEYS[1])
-if not g then return {0, 0, 0} end
-local held = 0
-for _, no in ipairs(redis.call('zrangebyscore', KEYS[3], '(' .. now_ms(), '+inf')) do
-  local f = parse(redis.call('hget', KEYS[2], no))
-  if f[1] == 'L' then held = held + tonumber(f[3]) - tonumber(f[5]) end
-end
-return {1, tonumber(g), held}
-`)
+func (g *gate) deductTx(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
+	t, err := g.fenced.deductTx(tx, h, wants)
+	if err != nil {
+		return Taken{}, err
+	}
+	for k, w := range wants {
+		if t.Refused[k] == nil {
+			t.granted = append(t.granted, w.OrderNo)
+		}
+	}
+	return t, nil
+}
+
+func (g *gate) close(ctx context.Context) {
+	for _, a := range g.admitted {
+		sold := g.sold[a.OrderNo]
+		delete(g.sold, a.OrderNo)
+		g.s.settle(ctx, g.id, a, sold)
+	}
+	g.admitted = nil
+}
 
 func (s *Service) gateKey(id int64) string {
 	return s.cfg.KeyPrefix + "gate:{" + strconv.FormatInt(id, 10) + "}"
@@ -291,7 +252,7 @@ func (s *Service) admit(ctx context.Context, productID int64, w Want) (a admissi
 // unlocked read and the seed would be missing from the gate for good, its
 // buyers told busy.
 func (s *Service) seedGate(ctx context.Context, productID int64) error {
-	return s.locked(ctx, productID, s.cfg.LockWait, noLabPause, func(ctx context.Context, _ Fence) error {
+	return s.withHold(ctx, productID, oneBucket(0, false), s.cfg.LockWait, func(ctx context.Context, _ *hold) error {
 		p, err := s.Get(ctx, productID)
 		if err != nil {
 			return err
@@ -350,13 +311,6 @@ func boolArg(b bool) int {
 func (s *Service) gateAdd(ctx context.Context, id, quantity int64) {
 	gateGive.Run(context.WithoutCancel(ctx), s.rdb, []string{s.gateKey(id)}, quantity)
 }
-
-// gateGive: KEYS = gate; ARGV = quantity. Adds only to an initialised gate
-// (an absent gate is rebuilt from the database when next needed).
-var gateGive = redis.NewScript(`
-if redis.call('exists', KEYS[1]) == 1 then return redis.call('incrby', KEYS[1], ARGV[1]) end
-return -1
-`)
 
 // GateLevel reports, for the audit's Redis-vs-database check (R1), the
 // gate's counter and the units held for requests whose lease has not

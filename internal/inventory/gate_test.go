@@ -329,13 +329,15 @@ func TestDeductionGatesItsBatch(t *testing.T) {
 	}
 	served := []inventory.Want{wants[0], wants[3]} // a batch deducts each order number once
 	for d.Next() {
-		d.Done(dbx.Tx(d.Context(), s.db, func(tx *gorm.DB) error {
-			taken, err := s.DeductTx(tx, d.Take(), served)
+		take := d.Take()
+		err := dbx.Tx(d.Context(), s.db, func(tx *gorm.DB) error {
+			taken, err := s.DeductTx(tx, take, served)
 			if err == nil && taken.Granted() != 2 {
 				err = errors.New("not both served")
 			}
 			return err
-		}))
+		})
+		d.Done(take.Taken(), err)
 	}
 	if err := d.Err(); err != nil {
 		t.Fatal(err)

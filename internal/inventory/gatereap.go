@@ -3,43 +3,7 @@ package inventory
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// gateExpired: KEYS = gate, holds, leases; ARGV = limit. Returns order
-// number, generation pairs of live holds whose lease ended.
-var gateExpired = redis.NewScript(gateLib + `
-local out = {}
-for _, no in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', now_ms(), 'limit', 0, tonumber(ARGV[1]))) do
-  local f = parse(redis.call('hget', KEYS[2], no))
-  if f[1] == 'L' then
-    out[#out + 1] = no
-    out[#out + 1] = f[2]
-  else
-    redis.call('zrem', KEYS[3], no)
-  end
-end
-return out
-`)
-
-// gateReap: KEYS = gate, holds, leases, ended; ARGV = order number,
-// generation, units of the order's ledger row (-1: no order), keep ms.
-// Ends a hold whose lease ended and that nothing renewed since it was
-// listed; returns the units given back.
-var gateReap = redis.NewScript(gateLib + `
-local now = now_ms()
-local no = ARGV[1]
-local f = parse(redis.call('hget', KEYS[2], no))
-if f[1] ~= 'L' or f[2] ~= ARGV[2] then return 0 end
-local lease = redis.call('zscore', KEYS[3], no)
-if lease and tonumber(lease) > now then return 0 end
-local qty, sold, ordered = tonumber(f[3]), tonumber(f[5]), tonumber(ARGV[3])
-if sold == 0 and ordered >= 0 then sold = math.min(ordered, qty) end
-give(qty - sold)
-if sold > 0 then finish(no, 'D', now, tonumber(ARGV[4])) else finish(no, 'R ' .. f[2], now, tonumber(ARGV[4])) end
-return qty - sold
-`)
 
 // reap ends the holds of productID whose lease ended: the units of a want
 // whose order the ledger shows stay sold, the rest go back to the gate. It
@@ -122,19 +86,4 @@ func (s *Service) reapAll(ctx context.Context) error {
 		}
 		after = ps[len(ps)-1].ID
 	}
-}
-
-// anyGated reports whether any product may be deducted by redis-gate here.
-func (s *Service) anyGated() bool {
-	if s.cfg.Strategy == RedisGate {
-		return true
-	}
-	s.labMu.RLock()
-	defer s.labMu.RUnlock()
-	for _, name := range s.labStrategy {
-		if name == RedisGate {
-			return true
-		}
-	}
-	return false
 }

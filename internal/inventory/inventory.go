@@ -5,10 +5,8 @@
 package inventory
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -19,7 +17,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill-lab/shop/internal/dbx"
-	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/lockx"
 )
 
@@ -35,23 +32,6 @@ var (
 	// hold is stale (paused past its TTL, or Redis lost the fence counter).
 	errStaleFence = errors.New("stale fencing token")
 )
-
-// Strategy names, the lab's comparison axis (README says what each
-// demonstrates). Only LockFence is safe on its own; the others exist so the
-// harness can show what goes wrong. Lock, LockConditional and LockFence
-// add one piece at a time: a lock around a read-modify-write, the
-// conditional decrement instead, then the fence on it.
-const (
-	Naive           = "naive"
-	Lock            = "lock"
-	LockConditional = "lock-conditional"
-	LockFence       = "lock-fence"
-	Conditional     = "conditional"
-	RedisGate       = "redis-gate"
-)
-
-// Strategies lists every strategy, the valid values of --stock-strategy.
-var Strategies = []string{Naive, Lock, LockConditional, LockFence, Conditional, RedisGate}
 
 // Config tunes the service.
 type Config struct {
@@ -138,9 +118,9 @@ type Service struct {
 	labMu       sync.RWMutex
 	labStrategy map[int64]string // LAB: per-product override of cfg.Strategy
 
-	home    int        // this instance's home bucket, before mod K
-	buckets sync.Map   // product id -> its K (never changes after create)
-	empty   *emptyBook // buckets this instance found empty
+	home    int           // this instance's home bucket, before mod K
+	buckets sync.Map      // product id -> its K (never changes after create)
+	empty   *emptyBuckets // buckets this instance found empty
 }
 
 // New builds the service. Run Follow to hear of restocks in other instances.
@@ -156,7 +136,7 @@ func New(db *gorm.DB, locks *lockx.Client, rdb redis.UniversalClient, cfg Config
 		home = drawHome(rdb, cfg.KeyPrefix, log)
 	}
 	return &Service{db: db, locks: locks, rdb: rdb, cfg: cfg, log: log, metrics: m, soldOut: newSoldOutBook(cfg.SoldOutRecheck),
-		home: home, empty: newEmptyBook()}
+		home: home, empty: newEmptyBuckets()}
 }
 
 // drawHome is the default home bucket: the next value of a counter in
@@ -176,13 +156,10 @@ func drawHome(rdb redis.UniversalClient, prefix string, log *slog.Logger) int {
 	return int(n % (1 << 20))
 }
 
-// Strategy is the deduction strategy in use.
-func (s *Service) Strategy() string { return s.cfg.Strategy }
-
 func lockKey(id int64) string { return "product:" + strconv.FormatInt(id, 10) }
 
 // bucketKey is the lock key of one stock bucket: bucket 0's is the
-// product's own (lockKey), so a one-bucket product locks as it always did.
+// product's own (lockKey).
 func bucketKey(id int64, bucket int) string {
 	if bucket == 0 {
 		return lockKey(id)
@@ -291,309 +268,4 @@ func (s *Service) Get(ctx context.Context, id int64) (Product, error) {
 // over its buckets.
 func (s *Service) List(ctx context.Context, after int64, limit int) ([]Product, error) {
 	return readTotals(s.db.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit))
-}
-
-// Restock adds quantity under the product's lock, writes a ledger row and
-// ends the sold-out state in every instance. ref (a scoped Idempotency-Key,
-// may be empty) makes a retried restock add nothing the second time:
-// replayed is true then, and a retry whose hash differs from the first
-// request's is idem.ErrFingerprintMismatch. A product held in buckets takes
-// every bucket's lock, in bucket order, and gets quantity spread over them.
-func (s *Service) Restock(ctx context.Context, id, quantity int64, ref, hash string) (out Product, replayed bool, err error) {
-	k, err := s.bucketsOf(ctx, id)
-	if err != nil {
-		return Product{}, false, err
-	}
-	restock := func(ctx context.Context, fences []Fence) error {
-		added := false
-		err := dbx.Tx(ctx, s.db, func(tx *gorm.DB) error {
-			added, replayed = false, false
-			var err error
-			if out, err = readProduct(tx, id); err != nil {
-				return err
-			}
-			var r *string
-			if ref != "" {
-				r = &ref
-			}
-			row := LedgerRow{ProductID: id, Delta: quantity, Reason: ReasonRestock, Ref: r, RequestHash: hash, Fence: fences[0].Number, CreatedAt: dbx.Now()}
-			if err := tx.Create(&row).Error; err != nil {
-				if !dbx.IsDuplicate(err) {
-					return err
-				}
-				var prev LedgerRow // this restock already happened
-				if err := tx.Where("ref = ?", ref).Take(&prev).Error; err != nil {
-					return err
-				}
-				if prev.RequestHash != hash || prev.ProductID != id {
-					return idem.ErrFingerprintMismatch
-				}
-				replayed = true
-				// Answered as the first time: the stock summed over the buckets.
-				out, err = readTotal(tx, id)
-				return err
-			}
-			if err := addStock(tx, id, spread(quantity, k), fences); err != nil {
-				return err
-			}
-			added = true
-			out, err = readTotal(tx, id)
-			return err
-		})
-		if err == nil && added {
-			// Still under the lock, after COMMIT: no holder can mark the
-			// product sold out on the old stock after this clear.
-			s.Returned(ctx, id, quantity)
-		}
-		return err
-	}
-	if k > 1 {
-		err = s.lockedAll(ctx, id, k, func() time.Duration { return s.cfg.LockWait }, restock)
-	} else {
-		err = s.locked(ctx, id, s.cfg.LockWait, noLabPause, func(ctx context.Context, fence Fence) error {
-			return restock(ctx, []Fence{fence})
-		})
-	}
-	return out, replayed, err
-}
-
-// ReturnTx gives the stock of cancelled orders of productID back inside the
-// caller's transaction (the orders' guarded cancel): one ledger row per
-// order, in one INSERT, and one stock update under fence, the hold
-// WithProductLock passed in, so a return by a holder whose lease ran out is
-// refused (errStaleFence, and the whole transaction rolls back: the orders
-// stay pending; WithProductLock raises the fence and runs it again). The
-// units go to bucket 0, the products row, whose lock is the one
-// WithProductLock holds; a product held in buckets then sells them from
-// there (the walk reaches it). The unique (order_no, reason) index makes a
-// second return of an order fail, so stock comes back exactly once.
-func (s *Service) ReturnTx(tx *gorm.DB, productID int64, fence Fence, returns []Want) error {
-	if len(returns) == 0 {
-		return nil
-	}
-	rows := make([]LedgerRow, len(returns))
-	var units int64
-	now := dbx.Now()
-	for i, w := range returns {
-		no := w.OrderNo
-		rows[i] = LedgerRow{ProductID: productID, Delta: w.Quantity, Reason: ReasonCancel, OrderNo: &no, Fence: fence.Number, CreatedAt: now}
-		units += w.Quantity
-	}
-	if err := tx.Create(&rows).Error; err != nil {
-		return fmt.Errorf("return stock of %d orders of product %d: %w", len(rows), productID, err)
-	}
-	res := moveStock(tx, productID, units, fence)
-	if res.Error != nil || res.RowsAffected == 1 {
-		return res.Error
-	}
-	return missedBucket(tx, productID, 0, fence)
-}
-
-// LockWait says how a caller waits for a product lock.
-type LockWait int
-
-const (
-	// WaitForLock waits up to the configured lock wait (buyers, restocks).
-	WaitForLock LockWait = iota
-	// TryOnce gives up at once when the lock is taken: background work
-	// (the sweeper) yields to buyers and comes back later.
-	TryOnce
-)
-
-// Fence is the product lock's fencing token, as lockx hands it out: the
-// stock write takes it only while no newer fence, and no other holder of
-// the same fence, has written (moveStock). Named here so the callers of
-// WithProductLock need not import lockx. The zero Fence: no lock.
-type Fence = lockx.Fence
-
-// WithProductLock runs fn holding the product's lock: restocks,
-// cancellations and returns, so a return never interleaves with a
-// deduction and sold-out state is set and cleared in lock order. fence is
-// the lock's fencing token.
-func (s *Service) WithProductLock(ctx context.Context, productID int64, wait LockWait, fn func(ctx context.Context, fence Fence) error) error {
-	d := s.cfg.LockWait
-	if wait == TryOnce {
-		d = 0
-	}
-	return s.locked(ctx, productID, d, noLabPause, fn)
-}
-
-// locks reports whether a strategy deducts under the product lock (the
-// lock-free ones are lab strategies: naive and conditional).
-func locks(strategy string) bool { return strategy != Naive && strategy != Conditional }
-
-// labPause says whether the lab's pause after lock (PauseAfterLock) may
-// apply to work under a lock: only deductions are paused.
-type labPause bool
-
-const (
-	noLabPause  labPause = false
-	labPausable labPause = true
-)
-
-// locked is the one place that runs work under a product lock. It takes
-// the lock with the watchdog on, runs fn, and releases only after fn
-// returned (after its transaction committed). A lock lost while fn ran
-// cancels fn's context, so its transaction rolls back: reported as ErrBusy,
-// nothing changed. A write the database refused for a stale fence (Redis
-// lost the fence counter) raises the counter to what the database last
-// accepted and runs fn again under a new hold.
-//
-// labPausable lets the lab pause stand in for a stop-the-world pause: the
-// watchdog is off (no renewal could run during such a pause either) and fn
-// runs on the caller's context, so the fence alone must stop a stale write.
-func (s *Service) locked(ctx context.Context, id int64, wait time.Duration, pause labPause, fn func(ctx context.Context, fence Fence) error) error {
-	return s.lockedBucket(ctx, id, 0, wait, pause, fn)
-}
-
-// lockedBucket is locked for one stock bucket's lock (bucket 0: the
-// product's own), its fence raised from that bucket's row.
-func (s *Service) lockedBucket(ctx context.Context, id int64, bucket int, wait time.Duration, pause labPause, fn func(ctx context.Context, fence Fence) error) error {
-	paused := pause == labPausable && s.cfg.PauseAfterLock > 0
-	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !paused}
-	for range 3 {
-		err := s.holding(ctx, id, bucket, opts, paused, fn)
-		if !errors.Is(err, errStaleFence) {
-			return err
-		}
-		s.metrics.staleFence()
-		if err := s.raiseFence(ctx, id, bucket); err != nil {
-			return err
-		}
-	}
-	return ErrBusy
-}
-
-// raiseFence raises a bucket lock's fence counter to the fence its row last
-// accepted.
-func (s *Service) raiseFence(ctx context.Context, id int64, bucket int) error {
-	r, err := readBucket(s.db.WithContext(context.WithoutCancel(ctx)), id, bucket)
-	if err != nil {
-		return err
-	}
-	s.log.Warn("stock write refused: stale fencing token; raising the fence and retrying", "product_id", id, "bucket", bucket, "db_fence", r.Fence)
-	return s.locks.RaiseFence(ctx, bucketKey(id, bucket), r.Fence)
-}
-
-// holding is one hold of a bucket's lock (bucket 0: the product lock)
-// around fn.
-func (s *Service) holding(ctx context.Context, id int64, bucket int, opts lockx.AcquireOptions, paused bool, fn func(ctx context.Context, fence Fence) error) error {
-	err := s.locks.Do(ctx, bucketKey(id, bucket), opts, func(lctx context.Context, fence Fence) error {
-		if paused {
-			lctx = ctx
-		}
-		return fn(lctx, fence)
-	})
-	return s.holdErr(id, paused, err)
-}
-
-// holdErr is the outcome of a hold of a product's (or bucket's) lock as
-// inventory reports it, from lockx's: the lock not obtained is ErrBusy; a
-// hold lost before its release after fenced work committed stands; a hold
-// lost while the work ran wrote nothing (ErrBusy).
-func (s *Service) holdErr(id int64, paused bool, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, lockx.ErrNotObtained):
-		s.metrics.busy()
-		return ErrBusy
-	case errors.Is(err, lockx.ErrLostBeforeRelease):
-		// Committed, fenced: it stands. Counted, since it means the TTL is
-		// too short for the work or the holder was paused.
-		s.metrics.releaseFailed()
-		s.log.Warn("product lock was lost before release", "product_id", id, "err", err)
-		return nil
-	case errors.Is(err, errStaleFence):
-		return err
-	case errors.Is(err, lockx.ErrNotHeld) && !paused:
-		s.log.Warn("product lock lost before commit; nothing was written", "product_id", id, "err", err)
-		return ErrBusy
-	}
-	return err
-}
-
-func (s *Service) labPause(ctx context.Context) {
-	if s.cfg.PauseAfterLock <= 0 || rand.Float64() >= s.cfg.PauseProbability {
-		return
-	}
-	s.metrics.labPause()
-	s.log.Warn("LAB: pausing a lock holder", "pause", s.cfg.PauseAfterLock)
-	sleep(ctx, s.cfg.PauseAfterLock)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// UseStrategy makes this instance deduct productID's stock by the named
-// strategy instead of the configured one ("" restores the default). It is a
-// LAB switch for the operator's side-by-side race: the same load against the
-// safe strategy and an unsafe one at once, each on its own product. A switch
-// into or out of redis-gate retires the product's gate counter: deductions
-// by another strategy do not keep it in step, so it is seeded afresh from
-// the database when redis-gate next needs it. The counter is deleted after
-// the switch, outside labMu (a Redis call must not stall StrategyOf): a gate
-// seeded in between is only seeded again, the gate only saves work. A
-// product held in buckets is always deducted by lock-fence: Deduct ignores a
-// switch for it.
-func (s *Service) UseStrategy(productID int64, name string) {
-	if s.switchStrategy(productID, name) {
-		if err := s.rdb.Del(context.Background(), s.gateKey(productID)).Err(); err != nil {
-			s.log.Warn("LAB: gate counter not retired on a strategy switch", "product_id", productID, "err", err)
-		}
-	}
-}
-
-// switchStrategy records productID's strategy and reports whether the
-// switch went into or out of redis-gate.
-func (s *Service) switchStrategy(productID int64, name string) (retireGate bool) {
-	s.labMu.Lock()
-	defer s.labMu.Unlock()
-	if s.labStrategy == nil {
-		s.labStrategy = map[int64]string{}
-	}
-	old, ok := s.labStrategy[productID]
-	if !ok {
-		old = s.cfg.Strategy
-	}
-	if name == "" {
-		delete(s.labStrategy, productID)
-	} else {
-		s.labStrategy[productID] = name
-	}
-	now := cmp.Or(name, s.cfg.Strategy)
-	return now != old && (now == RedisGate || old == RedisGate)
-}
-
-// StrategyOf is the strategy that deducts productID's stock here.
-func (s *Service) StrategyOf(productID int64) string {
-	s.labMu.RLock()
-	defer s.labMu.RUnlock()
-	if name, ok := s.labStrategy[productID]; ok {
-		return name
-	}
-	return s.cfg.Strategy
-}
-
-// holdGrace is how long past its request's deadline a hold may last: the
-// work under it (a transaction bounded to the deadline plus less than
-// this) must end first, or the watchdog would stop while it still ran; and
-// with the release (which waits no longer than the hold, lockx.Do) and
-// keeping the idempotency record (500 ms at most) the answer must leave
-// within the deadline + 1 s (A1).
-const holdGrace = 300 * time.Millisecond
-
-// HoldPast is the context of a hold taken for a request whose deadline is
-// dl: not cancelled with the request (a client gone away must not cut a
-// COMMIT midway), but over holdGrace after dl, so a database or Redis that
-// went silent cannot keep the hold, and the client's answer, for ever.
-func HoldPast(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(context.WithoutCancel(ctx), dl.Add(holdGrace))
 }

@@ -15,10 +15,10 @@ import (
 
 func (s *Service) returnsChannel() string { return s.cfg.KeyPrefix + "soldout:reset" }
 
-// Returned must be called after the transaction that returned or added
-// stock committed, still holding the product lock: the stock is sellable
-// again everywhere.
-func (s *Service) Returned(ctx context.Context, productID, quantity int64) {
+// Reopen makes a product sellable again everywhere after stock came back:
+// call it after the transaction that returned or added the stock
+// committed, still holding the product lock.
+func (s *Service) Reopen(ctx context.Context, productID, quantity int64) {
 	ctx = context.WithoutCancel(ctx)
 	s.forget(productID)
 	s.gateAdd(ctx, productID, quantity)

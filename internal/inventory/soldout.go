@@ -84,14 +84,11 @@ type Check struct {
 func (s *Service) Check(ctx context.Context, productID int64) Check {
 	var c Check
 	c.Version, c.SoldOut = s.SoldOut(ctx, productID)
-	c.Locks = locks(s.StrategyOf(productID))
-	if !c.Locks {
-		// A product held in buckets is deducted by lock-fence whatever the
-		// lab's strategy (a K not known yet: the batch of one finds it).
-		if k, ok := s.buckets.Load(productID); ok && k.(int) > 1 {
-			c.Locks = true
-		}
+	k := 1 // a K not known yet: the batch of one finds it
+	if v, ok := s.buckets.Load(productID); ok {
+		k = v.(int)
 	}
+	c.Locks = resolve(s.StrategyOf(productID), k).locks
 	return c
 }
 

@@ -89,7 +89,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, args []string, stdout, 
 		out.print(Event{Event: name, Reason: err.Error()})
 		return err
 	}
-	out.print(Event{Event: "acquired", Token: l.Token(), Fence: l.Fence(), Depth: 1,
+	out.print(Event{Event: "acquired", Token: l.Token(), Fence: l.Fence().Number, Depth: 1,
 		ValidUntil: l.ValidUntil().Format(time.RFC3339Nano)})
 
 	nested := []*lockx.Lock{l}
@@ -100,7 +100,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, args []string, stdout, 
 			break
 		}
 		nested = append(nested, in)
-		out.print(Event{Event: "reentered", Token: in.Token(), Fence: in.Fence(), Depth: in.Depth()})
+		out.print(Event{Event: "reentered", Token: in.Token(), Fence: in.Fence().Number, Depth: in.Depth()})
 	}
 
 	t := time.NewTimer(*hold)
@@ -114,7 +114,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, args []string, stdout, 
 	select {
 	case <-l.Lost():
 		lost = true
-		out.print(Event{Event: "lost", Fence: l.Fence(), Reason: context.Cause(l.Context()).Error()})
+		out.print(Event{Event: "lost", Fence: l.Fence().Number, Reason: context.Cause(l.Context()).Error()})
 	default:
 	}
 
@@ -131,16 +131,16 @@ func Run(ctx context.Context, rdb redis.UniversalClient, args []string, stdout, 
 	err = l.Release(rctx)
 	switch {
 	case err == nil:
-		out.print(Event{Event: "released", Fence: l.Fence(), HeldUntil: heldUntil.Format(time.RFC3339Nano)})
+		out.print(Event{Event: "released", Fence: l.Fence().Number, HeldUntil: heldUntil.Format(time.RFC3339Nano)})
 		return nil
 	case errors.Is(err, lockx.ErrNotHeld):
 		if !lost {
-			out.print(Event{Event: "lost", Fence: l.Fence(), Reason: err.Error()})
+			out.print(Event{Event: "lost", Fence: l.Fence().Number, Reason: err.Error()})
 		}
-		out.print(Event{Event: "release_failed", Fence: l.Fence(), Reason: err.Error()})
+		out.print(Event{Event: "release_failed", Fence: l.Fence().Number, Reason: err.Error()})
 		return fmt.Errorf("%w: %w", ErrLost, err)
 	default:
-		out.print(Event{Event: "release_failed", Fence: l.Fence(), Reason: err.Error()})
+		out.print(Event{Event: "release_failed", Fence: l.Fence().Number, Reason: err.Error()})
 		return err
 	}
 }

@@ -39,8 +39,8 @@ func TestCluster(t *testing.T) {
 	go func() {
 		w, err := c.Acquire(bg, "product:7", AcquireOptions{TTL: time.Second, Wait: 5 * time.Second})
 		if err == nil {
-			if w.Fence() <= l.Fence() {
-				t.Errorf("fence %d after %d", w.Fence(), l.Fence())
+			if w.Fence().Number <= l.Fence().Number {
+				t.Errorf("fence %d after %d", w.Fence().Number, l.Fence().Number)
 			}
 			err = w.Release(bg)
 		}

@@ -76,7 +76,7 @@ func contend(rdb redis.UniversalClient, prefix, key string, goroutines, rounds i
 					h.Err = err.Error()
 				} else {
 					h.Start = time.Now().UnixNano()
-					h.Fence = l.Fence()
+					h.Fence = l.Fence().Number
 					h.Inside, err = rdb.Incr(ctx, inside).Result()
 					if err == nil {
 						err = rdb.Decr(ctx, inside).Err()

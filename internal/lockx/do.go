@@ -55,11 +55,11 @@ func (c *Client) Do(ctx context.Context, key string, o AcquireOptions, fn func(c
 	// Deferred, so a panicking fn still releases (End with nil: the
 	// panic goes on).
 	defer func() { err = c.End(ctx, l, err) }()
-	return fn(l.Context(), l.Fencing())
+	return fn(l.Context(), l.Fence())
 }
 
 // End is the second half of Do for a caller that holds l without a
-// closure (Acquire, the work on l.Context() with l.Fencing(), then End):
+// closure (Acquire, the work on l.Context() with l.Fence(), then End):
 // it releases l after the work under it returned err, and reports the
 // outcome as Do does. ctx is the one given to Acquire; its deadline bounds
 // the wait for the release. Call it exactly once per Acquire.
@@ -82,7 +82,7 @@ func (c *Client) End(ctx context.Context, l *Lock, err error) error {
 // waits for it until ctx's deadline at most (done false): the caller owes its
 // own caller an answer by then, and a Redis gone silent (a partition)
 // would keep it for the client's socket timeouts twice over. The release
-// goes on without it, after fn's work as before, and the key ends with the
+// goes on without it, still after fn's work, and the key ends with the
 // release or its TTL, as when a release fails.
 func releaseBounded(ctx context.Context, l *Lock) (done bool, err error) {
 	ch := make(chan error, 1)

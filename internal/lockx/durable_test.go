@@ -151,8 +151,8 @@ func TestFailoverLosesLockFenceRejects(t *testing.T) {
 			if err != nil {
 				t.Fatalf("holder B after promotion: %v; the lock should have been lost with the master", err)
 			}
-			if lb.Fence() > la.Fence() {
-				t.Fatalf("B's fence %d above A's %d: the promoted replica had the fence increment, the setup shows nothing", lb.Fence(), la.Fence())
+			if lb.Fence().Number > la.Fence().Number {
+				t.Fatalf("B's fence %d above A's %d: the promoted replica had the fence increment, the setup shows nothing", lb.Fence().Number, la.Fence().Number)
 			}
 			qtyB := row.read(t)
 			// B sells first (it believes it holds the lock), then A wakes up
@@ -272,7 +272,7 @@ func (r stockRow) sell(t *testing.T, read int64, l *Lock, fenced bool) bool {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	fence := l.Fence()
+	fence := l.Fence().Number
 	q, args := "UPDATE stock SET qty = ? WHERE id = ?", []any{read - 1, r.id}
 	if fenced {
 		q = "UPDATE stock SET qty = ?, fence = ?, fence_holder = ? WHERE id = ? AND (fence < ? OR (fence = ? AND fence_holder = ?))"

@@ -34,9 +34,9 @@ func Example() {
 	work := l.Context() // cancelled if the lock is lost
 	// UPDATE stock SET qty = qty - 1, fence = ?, fence_holder = ?
 	// WHERE id = 7 AND (fence < ? OR (fence = ? AND fence_holder = ?))
-	// with l.Fence() and l.Token() (see Fence)
+	// with l.Fence(): its Number and Holder (see Fence)
 	_ = work
-	fmt.Println("fenced write with", l.Fence() > 0)
+	fmt.Println("fenced write with", l.Fence().Number > 0)
 	// Output: fenced write with true
 }
 
@@ -55,7 +55,7 @@ func ExampleWithLock() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(inner.Depth(), inner.Fence() == outer.Fence())
+	fmt.Println(inner.Depth(), inner.Fence().Number == outer.Fence().Number)
 	_ = inner.Release(context.Background())
 	_ = outer.Release(context.Background())
 	// Output: 2 true

@@ -41,16 +41,13 @@ func (l *Lock) RedisKey() string { return l.keys.lock }
 // Token identifies the owner (128 random bits from crypto/rand).
 func (l *Lock) Token() string { return l.token }
 
-// Fence is strictly greater than the fence of every earlier hold of this key
-// while Redis keeps the counter (re-entries return their first entry's
-// fence). Pass it with Token to the resource you write to (Do hands both to
-// its work as a Fence) and have it refuse smaller fences, and equal ones
-// from another token: that, not the lock, is what makes a paused holder
-// harmless.
-func (l *Lock) Fence() int64 { return l.fence }
-
-// Fencing is the hold's Fence: its Number and its owner token.
-func (l *Lock) Fencing() Fence { return Fence{Number: l.fence, Holder: l.token} }
+// Fence is the hold's fencing token: its Number, strictly greater than the
+// Number of every earlier hold of this key while Redis keeps the counter
+// (re-entries carry their first entry's), and its Holder, the owner token.
+// Pass it to the resource you write to (Do hands it to its work) and have
+// it refuse smaller numbers, and equal ones from another holder: that, not
+// the lock, is what makes a paused holder harmless.
+func (l *Lock) Fence() Fence { return Fence{Number: l.fence, Holder: l.token} }
 
 // Depth is 1 for a first entry and n for the n-th nested re-entry.
 func (l *Lock) Depth() int { return l.depth }

@@ -30,8 +30,8 @@ func TestAcquireRelease(t *testing.T) {
 	if got[l.Token()] != "1" || got["#fence"] == "" || len(got) != 2 {
 		t.Fatalf("lock hash = %v, want {%s: 1, #fence: N}", got, l.Token())
 	}
-	if f, _ := rdb.Get(bg, fenceKey).Int64(); f != l.Fence() || f < 1 {
-		t.Fatalf("fence key %d, Fence() %d", f, l.Fence())
+	if f, _ := rdb.Get(bg, fenceKey).Int64(); f != l.Fence().Number || f < 1 {
+		t.Fatalf("fence key %d, Fence() %d", f, l.Fence().Number)
 	}
 	if pttl := rdb.PTTL(bg, lockKey).Val(); pttl <= 4*time.Second || pttl > 5*time.Second {
 		t.Fatalf("PTTL = %v, want ~5s", pttl)
@@ -99,8 +99,8 @@ func TestMutualExclusionTryOnce(t *testing.T) {
 	mustNoErr(t, l.Release(bg), "release")
 	l2, err := other.Acquire(bg, "k", AcquireOptions{TTL: 5 * time.Second})
 	mustNoErr(t, err, "acquire after release")
-	if l2.Fence() <= l.Fence() {
-		t.Fatalf("fence %d after %d", l2.Fence(), l.Fence())
+	if l2.Fence().Number <= l.Fence().Number {
+		t.Fatalf("fence %d after %d", l2.Fence().Number, l.Fence().Number)
 	}
 	mustNoErr(t, l2.Release(bg), "release")
 }
@@ -353,17 +353,17 @@ func TestFencesStrictlyIncrease(t *testing.T) {
 		}
 		l, err := cl.Acquire(bg, "k", AcquireOptions{TTL: time.Second})
 		mustNoErr(t, err, "acquire %d", i)
-		if l.Fence() <= last {
-			t.Fatalf("fence %d after %d", l.Fence(), last)
+		if l.Fence().Number <= last {
+			t.Fatalf("fence %d after %d", l.Fence().Number, last)
 		}
-		last = l.Fence()
+		last = l.Fence().Number
 		mustNoErr(t, l.Release(bg), "release")
 	}
 	// Independent keys have independent counters.
 	l, err := c.Acquire(bg, "other", AcquireOptions{TTL: time.Second})
 	mustNoErr(t, err, "acquire other")
-	if l.Fence() != 1 {
-		t.Fatalf("first fence of a new key = %d, want 1", l.Fence())
+	if l.Fence().Number != 1 {
+		t.Fatalf("first fence of a new key = %d, want 1", l.Fence().Number)
 	}
 	mustNoErr(t, l.Release(bg), "release")
 }
@@ -416,8 +416,8 @@ func TestRaiseFence(t *testing.T) {
 	mustNoErr(t, c.RaiseFence(bg, "k", 10), "raise below (no-op)")
 	l, err := c.Acquire(bg, "k", AcquireOptions{TTL: time.Second})
 	mustNoErr(t, err, "acquire")
-	if l.Fence() != 501 {
-		t.Fatalf("fence after raise to 500 = %d, want 501", l.Fence())
+	if l.Fence().Number != 501 {
+		t.Fatalf("fence after raise to 500 = %d, want 501", l.Fence().Number)
 	}
 	mustNoErr(t, l.Release(bg), "release")
 }

@@ -84,8 +84,8 @@ func TestLostHold(t *testing.T) {
 				if pttl := rdb.PTTL(bg, cur.RedisKey()).Val(); pttl > 5*time.Second {
 					t.Fatalf("the lost holder's refresh extended the new owner's TTL to %v", pttl)
 				}
-				if cur.Fence() <= old.Fence() {
-					t.Fatalf("fence %d not above %d", cur.Fence(), old.Fence())
+				if cur.Fence().Number <= old.Fence().Number {
+					t.Fatalf("fence %d not above %d", cur.Fence().Number, old.Fence().Number)
 				}
 				mustNoErr(t, cur.Release(bg), "release")
 			}

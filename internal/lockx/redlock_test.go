@@ -49,16 +49,16 @@ func TestRedlockQuorum(t *testing.T) {
 			t.Fatalf("node %d kept the key after release", i)
 		}
 	}
-	last := l.Fence()
+	last := l.Fence().Number
 
 	srvs[2].kill() // one of three down: a majority remains
 	for i := range 3 {
 		l, err := r.Acquire(bg, "k", AcquireOptions{TTL: 2 * time.Second, Watchdog: true})
 		mustNoErr(t, err, "acquire %d with one node down", i)
-		if l.Fence() <= last {
-			t.Fatalf("fence %d after %d", l.Fence(), last)
+		if l.Fence().Number <= last {
+			t.Fatalf("fence %d after %d", l.Fence().Number, last)
 		}
-		last = l.Fence()
+		last = l.Fence().Number
 		mustNoErr(t, l.Refresh(bg, 0), "refresh with one node down")
 		mustNoErr(t, l.Release(bg), "release with one node down")
 	}
@@ -95,10 +95,10 @@ func TestRedlockFencesSurviveNodeRotation(t *testing.T) {
 		l, err := r.Acquire(bg, "k", AcquireOptions{TTL: 2 * time.Second})
 		srvs[down].resume()
 		mustNoErr(t, err, "acquire with node %d paused", down)
-		if l.Fence() <= last {
-			t.Fatalf("fence %d after %d (node %d paused)", l.Fence(), last, down)
+		if l.Fence().Number <= last {
+			t.Fatalf("fence %d after %d (node %d paused)", l.Fence().Number, last, down)
 		}
-		last = l.Fence()
+		last = l.Fence().Number
 		mustNoErr(t, l.Release(bg), "release")
 	}
 }
@@ -110,7 +110,7 @@ func TestRedlockWaitAndReentry(t *testing.T) {
 	mustNoErr(t, err, "acquire")
 	inner, err := r.Acquire(holder.Context(), "k", AcquireOptions{})
 	mustNoErr(t, err, "re-enter")
-	if inner.Fence() != holder.Fence() || inner.Token() != holder.Token() {
+	if inner.Fence().Number != holder.Fence().Number || inner.Token() != holder.Token() {
 		t.Fatal("Redlock re-entry did not share the hold")
 	}
 	eventually(t, time.Second, "a majority of nodes counts 2 holds", func() bool {
@@ -126,7 +126,7 @@ func TestRedlockWaitAndReentry(t *testing.T) {
 	go func() {
 		l, err := r.Acquire(bg, "k", AcquireOptions{TTL: time.Second, Wait: 5 * time.Second})
 		if err == nil {
-			if l.Fence() <= holder.Fence() {
+			if l.Fence().Number <= holder.Fence().Number {
 				err = errors.New("fence did not increase")
 			}
 			_ = l.Release(bg)

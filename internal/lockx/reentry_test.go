@@ -20,8 +20,8 @@ func TestReentry(t *testing.T) {
 	third, err := c.Acquire(WithLock(bg, outer), "k", AcquireOptions{})
 	mustNoErr(t, err, "re-enter via WithLock")
 	for _, l := range []*Lock{inner, third} {
-		if l.Token() != outer.Token() || l.Fence() != outer.Fence() {
-			t.Fatalf("re-entry token/fence %s/%d, want %s/%d", l.Token(), l.Fence(), outer.Token(), outer.Fence())
+		if l.Token() != outer.Token() || l.Fence().Number != outer.Fence().Number {
+			t.Fatalf("re-entry token/fence %s/%d, want %s/%d", l.Token(), l.Fence().Number, outer.Token(), outer.Fence().Number)
 		}
 	}
 	if inner.Depth() != 2 || third.Depth() != 2 {
@@ -68,7 +68,7 @@ func TestReentry(t *testing.T) {
 	// A released Lock no longer re-enters: a new, independent hold.
 	again, err := c.Acquire(WithLock(bg, outer), "k", AcquireOptions{TTL: time.Second})
 	mustNoErr(t, err, "acquire under a released Lock's ctx")
-	if again.Token() == outer.Token() || again.Fence() <= outer.Fence() {
+	if again.Token() == outer.Token() || again.Fence().Number <= outer.Fence().Number {
 		t.Fatal("acquire under a released Lock re-used its token or fence")
 	}
 	mustNoErr(t, again.Release(bg), "release")

@@ -66,8 +66,8 @@ func TestRedisRestart(t *testing.T) {
 	}
 	// The fence counter restarted with the empty Redis: that is why fences
 	// need persistence (or RaiseFence from the store that checks them).
-	if next.Fence() != 1 {
-		t.Fatalf("fence after a restart without persistence = %d, want 1", next.Fence())
+	if next.Fence().Number != 1 {
+		t.Fatalf("fence after a restart without persistence = %d, want 1", next.Fence().Number)
 	}
 
 	// The shared pub/sub connection came back: a release wakes a waiter

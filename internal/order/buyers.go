@@ -10,7 +10,7 @@ import (
 	"github.com/seckill-lab/shop/internal/inventory"
 )
 
-// The buyers book is order's half of the sold-out fast path. Inventory
+// The buyer lists are order's half of the sold-out fast path. Inventory
 // knows which products are sold out, and at which version of their row;
 // for each of those this instance reads the product's seckill buyers
 // (user -> order number) from the orders table once per version. A refusal
@@ -31,7 +31,7 @@ import (
 // short keeps the buyers it got and is marked partial, so the database
 // answers for the others the same way.
 
-type buyerBook struct {
+type buyerLists struct {
 	mu       sync.RWMutex
 	products map[int64]*buyerList
 	readFor  time.Duration // bound of one read of a product's buyers
@@ -52,8 +52,8 @@ const defaultSoldOutBuyers = 100_000
 // buyersReadFor bounds the read of a sold-out product's buyers.
 const buyersReadFor = 500 * time.Millisecond
 
-func newBuyerBook() *buyerBook {
-	return &buyerBook{products: map[int64]*buyerList{}, readFor: buyersReadFor}
+func newBuyerLists() *buyerLists {
+	return &buyerLists{products: map[int64]*buyerList{}, readFor: buyersReadFor}
 }
 
 // fromBook answers a seckill request for a product inventory's sold-out

@@ -20,7 +20,7 @@ import (
 	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
 
-// TestInDoubtCommitResolved cuts the order book's database connection at
+// TestInDoubtCommitResolved cuts order's database connection at
 // the batch's COMMIT, once after the server got it (the order committed,
 // its answer lost), once before (nothing committed), and once after with
 // the database unreachable for a while (a failover under way): each time

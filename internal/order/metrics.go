@@ -2,7 +2,7 @@ package order
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics of the order book. A nil *Metrics records nothing.
+// Metrics of the orders. A nil *Metrics records nothing.
 type Metrics struct {
 	createdTotal   *prometheus.CounterVec
 	replayedTotal  *prometheus.CounterVec

@@ -26,7 +26,7 @@ type fixture struct{ *stocktest.Fixture }
 
 func newFixture(t *testing.T) *fixture { return &fixture{stocktest.New(t)} }
 
-// shop is one instance's inventory and order book on the shared backends.
+// shop is one instance's inventory and orders on the shared backends.
 type shop struct {
 	inv    *inventory.Service
 	orders *order.Service

@@ -58,7 +58,7 @@ func (f *Fixture) Inventory(t testing.TB, cfg inventory.Config) (*inventory.Serv
 	return inventory.New(f.DB, locks, f.RDB, cfg, inventory.NewMetrics(reg), Discard()), reg
 }
 
-// Markers are the order book's processed markers under the fixture's prefix.
+// Markers are order's processed markers under the fixture's prefix.
 func (f *Fixture) Markers() *idem.Markers {
 	return idem.NewMarkers(f.RDB, f.Prefix+"done:", time.Hour)
 }
