@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/grace"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
@@ -45,7 +46,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 		payment.NewMetrics(reg), log)
 	return &services{
 		db: db, locks: locks, products: products, orders: orders, payments: payments,
-		idem:   idem.NewStore(rdb, idem.StoreOptions{Prefix: c.RedisPrefix + "idem:", Lease: c.IdemLease, Retention: c.IdemRetention, Metrics: idemMetrics}),
+		idem:   idem.NewStore(rdb, idem.StoreOptions{Prefix: c.RedisPrefix + "idem:", Lease: c.IdemLease, Retention: c.IdemRetention, Keep: grace.Keep, Metrics: idemMetrics}),
 		tokens: idem.NewTokens(rdb, c.RedisPrefix+"form:", 5*time.Minute).WithMetrics(idemMetrics),
 	}
 }

@@ -47,7 +47,11 @@ type StoreOptions struct {
 	Lease time.Duration
 	// Retention is how long a stored result is replayed. Default 24h.
 	Retention time.Duration
-	Metrics   *Metrics
+	// Keep bounds keeping (or freeing) a key's record after the work ran:
+	// the caller's share of its answer's time past the request deadline.
+	// Default 500ms.
+	Keep    time.Duration
+	Metrics *Metrics
 }
 
 // Store keeps idempotency records in Redis, one hash per scope.
@@ -56,12 +60,16 @@ type Store struct {
 	prefix    string
 	lease     time.Duration
 	retention time.Duration
+	keep      time.Duration
 	m         *Metrics
 }
 
 // NewStore returns a store on rdb.
 func NewStore(rdb redis.UniversalClient, o StoreOptions) *Store {
-	s := &Store{rdb: rdb, prefix: o.Prefix, lease: o.Lease, retention: o.Retention, m: o.Metrics}
+	s := &Store{rdb: rdb, prefix: o.Prefix, lease: o.Lease, retention: o.Retention, keep: o.Keep, m: o.Metrics}
+	if s.keep <= 0 {
+		s.keep = 500 * time.Millisecond
+	}
 	if s.prefix == "" {
 		s.prefix = "idem:"
 	}
@@ -226,6 +234,13 @@ type Done struct {
 // when ShouldStore says so or free the key otherwise, and answer a repeat
 // with the kept Record. A panic in work frees the key and goes on.
 //
+// Keeping the Record waits StoreOptions.Keep at most. A keep that ran past
+// it leaves the key in flight until the lease ends, on purpose: a Redis
+// that did not answer within the bound (a failover) is not asked again on
+// the answer's path, nor by calls left running in the background that
+// would pile onto it; the retries meet ErrInUse until the lease ends, and
+// then run work again, which the caller's check answers.
+//
 // Errors, all before work ran: ErrInUse (the first request is in flight),
 // ErrFingerprintMismatch (the key was used for another request), or Redis's.
 func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx context.Context) Record) (Done, error) {
@@ -248,7 +263,7 @@ func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx
 	// failover a Redis write can block for its socket timeouts, and a
 	// record not kept (Unsaved) is only a repeat that runs work again,
 	// which the caller's own check (the order number) answers.
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepTimeout)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.keep)
 	defer cancel()
 	if !ShouldStore(out.Record.Status) {
 		out.Unsaved = claim.Release(bg)
@@ -267,11 +282,3 @@ func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx
 	}
 	return out, nil
 }
-
-// keepTimeout bounds keeping (or freeing) a key's record after work ran.
-// A keep that ran past it leaves the key in flight until the lease ends,
-// on purpose: a Redis that did not answer within the bound (a failover)
-// is not asked again on the answer's path, nor by calls left running in the
-// background that would pile onto it; the retries meet ErrInUse until the
-// lease ends, and then run work again, which the caller's check answers.
-const keepTimeout = 500 * time.Millisecond
