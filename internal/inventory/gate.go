@@ -107,11 +107,12 @@ func (g *gate) deductTx(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
 }
 
 func (g *gate) close(ctx context.Context) {
-	for _, a := range g.admitted {
-		sold := g.sold[a.OrderNo]
+	served := make([]bool, len(g.admitted))
+	for i, a := range g.admitted {
+		served[i] = g.sold[a.OrderNo]
 		delete(g.sold, a.OrderNo)
-		g.s.settle(ctx, g.id, a, sold)
 	}
+	g.s.settleAll(ctx, g.id, g.admitted, served)
 	g.admitted = nil
 }
 
@@ -294,6 +295,36 @@ func (s *Service) settle(ctx context.Context, productID int64, a admission, serv
 	err := gateSettle.Run(ctx, s.rdb, s.gateKeys(productID), a.OrderNo, a.gen, a.Quantity, boolArg(served), s.gateLease().Milliseconds()).Err()
 	if err != nil {
 		s.log.Warn("gate hold not settled (it is reaped when its lease ends)", "product_id", productID, "order_no", a.OrderNo, "err", err)
+	}
+}
+
+// settleAll settles a batch's admissions (served[i]: admitted[i]'s order
+// was committed) in one round trip, the scripts in order, as settle one
+// by one would; one the pipeline could not run (the script not loaded in
+// Redis) is settled alone.
+func (s *Service) settleAll(ctx context.Context, productID int64, admitted []admission, served []bool) {
+	ctx = context.WithoutCancel(ctx)
+	keys, lease := s.gateKeys(productID), s.gateLease().Milliseconds()
+	cmds := make([]*redis.Cmd, len(admitted))
+	pipe := s.rdb.Pipeline()
+	for i, a := range admitted {
+		if a.gen != "" {
+			cmds[i] = gateSettle.EvalSha(ctx, pipe, keys, a.OrderNo, a.gen, a.Quantity, boolArg(served[i]), lease)
+		}
+	}
+	if pipe.Len() == 0 {
+		return
+	}
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	for i, c := range cmds {
+		if c == nil || c.Err() == nil {
+			continue
+		}
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			s.settle(ctx, productID, admitted[i], served[i])
+			continue
+		}
+		s.log.Warn("gate hold not settled (it is reaped when its lease ends)", "product_id", productID, "order_no", admitted[i].OrderNo, "err", c.Err())
 	}
 }
 

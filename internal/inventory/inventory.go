@@ -2,6 +2,19 @@
 // under a per-product Redis lock backed by a fenced conditional update in
 // the database, plus the sold-out fast path. The lab strategies beside the
 // safe one exist so the harness can show what each missing piece costs.
+//
+// Where things are:
+//
+//	hold.go       the one way to hold a product's lock(s), and the stale-fence policy
+//	stock.go      the stock writes (moveBucket, mustMove) and the ledger rows
+//	deduction.go  a batch's deduction: the loop order runs (Deduct, Next, DeductTx, Done)
+//	strategy.go   strategy names resolved into a deductor, the seam
+//	fenced.go     lock-fence, the safe default; Want and Taken
+//	gate.go       redis-gate: admission before, the fenced path, settlement after
+//	walk.go       a product held in stock buckets (buckets.go: their rows)
+//	lab.go        the unsafe strategies and the lab pause
+//	restock.go    stock that comes back: restocks, returns, WithProductLock
+//	soldout.go    the sold-out book; returns.go tells every instance of stock back
 package inventory
 
 import (
