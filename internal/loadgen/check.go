@@ -75,7 +75,7 @@ type Facts struct {
 }
 
 // Check judges the records against the facts and returns the violations of
-// O3, O4, O5 and the client-side money rules, in audit's format.
+// O3, O4, O5, A3 and the client-side money rules, in audit's format.
 func Check(recs []Record, f Facts) []audit.Violation {
 	if f.Slack <= 0 {
 		f.Slack = 100 * time.Millisecond
@@ -90,6 +90,7 @@ func Check(recs []Record, f Facts) []audit.Violation {
 	checkOrders(recs, f, v)
 	checkUndersell(recs, f, v)
 	checkMoney(recs, f, v)
+	checkDoubts(recs, f, v)
 	return v.list()
 }
 
