@@ -200,8 +200,8 @@ func (d *Deduction) Next() bool {
 	return true
 }
 
-// Context is the context of the hold Next took: cancelled when a lock of
-// it is lost, so a transaction on it rolls back.
+// Context is the hold's context, cancelled when a lock of it is lost:
+// checked before BEGIN; a transaction already begun runs on, fenced.
 func (d *Deduction) Context() context.Context { return d.held.work }
 
 // Take is the hold's deduction, for DeductTx in the caller's transaction.

@@ -313,7 +313,7 @@ func (h runner) Partition(ctx context.Context) report.Scenario {
 	case refused > 0:
 		r.Notes = append(r.Notes, fmt.Sprintf("fence: %.0f stock writes refused for a stale fencing token (a holder cut from Redis past its TTL, or slowed past it, that still wrote); none counted (L2 from the ledger)", refused))
 	default:
-		r.Notes = append(r.Notes, fmt.Sprintf("fence: no stock write refused. %.0f holds were lost (%.0f found at release: a holder cut from Redis whose transaction, slowed, committed after its lease ran out; it stands, fenced, because no newer holder had written first), %.0f watchdog renewals failed (the watchdog cancels a holder's transaction before it writes). The fence refuses only a write that arrives after a newer holder's; compare's pause rows (watchdog off) show it refusing",
+		r.Notes = append(r.Notes, fmt.Sprintf("fence: no stock write refused. %.0f holds were lost (%.0f found at release: a holder cut from Redis whose transaction, slowed, committed after its lease ran out; it stands, fenced, because no newer holder had written first), %.0f watchdog renewals failed (the watchdog stops a holder that has not begun its transaction; one past BEGIN runs on to its deadline + 200 ms, guarded by the fence). The fence refuses only a write that arrives after a newer holder's; compare's pause rows (watchdog off) show it refusing",
 			lost, r.Metrics["shop_inventory_lock_lost_before_release_total"], r.Metrics["shop_lock_renewal_failures_total"]))
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("seed %d (replay: --seed %d); sale of the hot product (%d units at the start, %d restocked) ran %s; payments: %d orders",
