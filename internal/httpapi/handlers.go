@@ -37,6 +37,7 @@ type api struct {
 	noIdem    bool
 	demoLogin bool
 	limits    Limits
+	bg        context.Context // ends when the instance stops: settle runs under it
 }
 
 // canonicalID is the only spelling of an id in a path: no sign, no leading
@@ -257,7 +258,7 @@ func (a *api) seckill(c *gin.Context) {
 	}
 	o, created, err := a.orders.PlaceSeckill(ctx, chk)
 	if err != nil {
-		writeError(c, err)
+		writeError(c, nameInDoubt(err, "", id))
 		return
 	}
 	status := http.StatusCreated
@@ -309,7 +310,7 @@ func (a *api) createOrder(c *gin.Context) {
 			if errors.Is(err, inventory.ErrSoldOut) {
 				err = inventory.ErrInsufficientStock // this route never answers sold_out
 			}
-			return response{}, err
+			return response{}, nameInDoubt(err, order.RegularNo(who(c).UserID, ir.business()), 0)
 		}
 		if !created {
 			return jsonResponse(http.StatusOK, orderOf(o), orderLocation(o)).asReplay(true), nil

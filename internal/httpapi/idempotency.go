@@ -16,6 +16,9 @@ type response struct {
 	status int
 	header map[string]string
 	body   []byte
+	// inDoubt is the order number of a 503 outcome_unknown (regular):
+	// its claim is kept until settle learns the outcome.
+	inDoubt string
 }
 
 // asReplay marks r, when yes, as a replay of an earlier answer: a stored
@@ -106,8 +109,9 @@ func readIdemHeaders(c *gin.Context, m idemMode) (idemRequest, error) {
 
 // idempotently runs work at most once per (principal, method, path, key):
 // claim, then replay, 409, 422, or run and record. Form tokens are consumed
-// at the claim step and put back on 503 busy or 5xx. req is the decoded
-// request.
+// at the claim step and put back on 503 busy or 5xx. A 503 outcome_unknown
+// keeps the claim (or the consumed token) until settle learns the outcome.
+// req is the decoded request.
 //
 // When Redis cannot answer the claim, work runs unclaimed: every route
 // here keeps its own record in the database (order number, payment request
@@ -144,14 +148,17 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 			}
 		}()
 		r := run()
-		done = r.status < 500
+		done = r.status < 500 || r.inDoubt != ""
+		if r.inDoubt != "" {
+			a.settle(r.inDoubt, consumed.Restore) // kept consumed until the outcome is known
+		}
 		r.write(c)
 	default:
 		scope := idem.Scope(who(c).String(), c.Request.Method, c.Request.URL.Path, ir.key)
 		var fresh response
 		done, err := a.idem.Do(ctx, scope, fp, func(context.Context) idem.Record {
 			fresh = run()
-			return idem.Record{Status: fresh.status, Header: fresh.header, Body: fresh.body}
+			return idem.Record{Status: fresh.status, Header: fresh.header, Body: fresh.body, InDoubt: fresh.inDoubt != ""}
 		})
 		switch {
 		case err != nil && unavailable(err):
@@ -164,6 +171,9 @@ func (a *api) idempotently(c *gin.Context, ir idemRequest, req any, work func(ct
 		default:
 			if done.Unsaved != nil {
 				logger(c).Warn("idempotency record not kept or freed", "err", done.Unsaved)
+			}
+			if done.Held != nil {
+				a.settle(fresh.inDoubt, done.Held.Release) // kept until the outcome is known
 			}
 			fresh.write(c)
 		}

@@ -52,6 +52,7 @@ var codes = map[string]codeInfo{
 	"internal":                {http.StatusInternalServerError, "Internal server error"},
 	"busy":                    {http.StatusServiceUnavailable, "System busy, retry later"},
 	"unavailable":             {http.StatusServiceUnavailable, "Dependency unavailable, retry later"},
+	"outcome_unknown":         {http.StatusServiceUnavailable, "Outcome unknown, retry to learn it"},
 	"rate_limited":            {http.StatusTooManyRequests, "Too many requests"},
 	"unpaid_limit":            {http.StatusConflict, "Too many unpaid units"},
 	"not_ready":               {http.StatusServiceUnavailable, "Not ready"},
@@ -101,12 +102,14 @@ var errorTable = []struct {
 	{payment.ErrAlreadyPaid, "already_paid", "this order is already paid; nothing was charged"},
 	{payment.ErrBusy, "busy", "account busy, retry later"},
 	{order.ErrUnpaidLimit, "unpaid_limit", "too many unpaid units are held; pay or cancel pending orders first"},
+	{order.ErrOutcomeUnknown, "outcome_unknown", "the database did not tell in time whether the order was placed: it may exist or not; retry the same request (same Idempotency-Key, or for a seckill the same product) to learn it: the retry answers the order if it exists or places it once, never twice"},
 }
 
 // retryAfter is the Retry-After of each 503: busy is a contended lock (one
 // second is enough), unavailable a dependency that is down or restarting,
+// outcome_unknown a database that did not answer in time (a failover),
 // overloaded an instance at its connection cap (see capListener).
-var retryAfter = map[string]string{"busy": "1", "unavailable": "2", "overloaded": "1"}
+var retryAfter = map[string]string{"busy": "1", "unavailable": "2", "outcome_unknown": "2", "overloaded": "1"}
 
 // unavailable reports whether err is a dependency that cannot answer: a
 // Redis or database connection refused, reset, closed or timed out, a pool
@@ -155,7 +158,12 @@ func problemFor(err error) wire.Problem {
 		}
 	}
 	info := codes[code]
-	return wire.Problem{Type: "urn:shop:problem:" + code, Title: info.title, Status: info.status, Detail: detail, Code: code, Errors: fields}
+	p := wire.Problem{Type: "urn:shop:problem:" + code, Title: info.title, Status: info.status, Detail: detail, Code: code, Errors: fields}
+	var in *inDoubt
+	if code == "outcome_unknown" && errors.As(err, &in) {
+		p.OrderNo, p.ProductID = in.orderNo, in.productID
+	}
+	return p
 }
 
 // problemOf is problemFor in a request: its path is the instance, and an
@@ -178,6 +186,9 @@ func writeError(c *gin.Context, err error) { problemResponse(c, err).write(c) }
 func problemResponse(c *gin.Context, err error) response {
 	p := problemOf(c, err)
 	logFailure(c, p, err)
+	if p.Code == "outcome_unknown" {
+		return response{status: p.Status, header: problemHeader(p.Code), body: mustJSON(p), inDoubt: p.OrderNo}
+	}
 	if p.Code == "sold_out" {
 		// The answer most buyers of a sale get: the access log keeps it
 		// at debug, or it would bury everything else.
@@ -260,6 +271,8 @@ func logFailure(c *gin.Context, p wire.Problem, err error) {
 			return
 		}
 		logger(c).Warn("dependency unavailable", "err", err)
+	case "outcome_unknown":
+		logger(c).Warn("commit outcome unknown: answered 503 outcome_unknown", "err", err)
 	}
 }
 

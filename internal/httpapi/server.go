@@ -58,7 +58,8 @@ type Deps struct {
 	// SelfURL is this instance's own base URL, known once it listens; lab
 	// races send their buyers there.
 	SelfURL func() string
-	// Background ends when the instance stops; lab races run under it.
+	// Background ends when the instance stops; lab races, and the look-ups
+	// that settle an outcome_unknown, run under it.
 	Background context.Context
 
 	// Limits are the rate limits, the unpaid-units cap and the request
@@ -92,7 +93,10 @@ func New(d Deps) http.Handler {
 		auth:     newAuthn([]byte(d.AuthSecret), []byte(d.AdminToken), d.TokenTTL),
 		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit, audits: newAuditMetrics(d.Registry),
 		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
-		limits: d.Limits,
+		limits: d.Limits, bg: d.Background,
+	}
+	if a.bg == nil {
+		a.bg = context.Background()
 	}
 	routes(r, d, a, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
 	return r

@@ -16,7 +16,9 @@
 //     same key is refused (422), and so is a retry while the first is still
 //     running (409). Errors that say nothing final (400, 401, 403, 408, 413,
 //     429, 5xx, 503 busy, panics) are not stored: the key is released and a
-//     retry runs afresh. See ShouldStore.
+//     retry runs afresh. See ShouldStore. An outcome not known yet (a commit
+//     whose answer was lost) keeps the key in flight until the caller learns
+//     it (Record.InDoubt).
 //  2. One-time form tokens (Tokens): a token issued with the form and
 //     consumed atomically on submit; no replay (see Tokens).
 //  3. Processed markers (Markers): a fast "already done?" filter on a

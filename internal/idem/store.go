@@ -35,6 +35,12 @@ type Record struct {
 	Body   []byte
 	// Fingerprint is the request's; Complete takes it from the claim.
 	Fingerprint string
+	// InDoubt says the work's outcome is not known yet: it may have taken
+	// effect or not. Do then neither keeps the record nor frees the key: the
+	// claim stays in flight (a retry meets ErrInUse) and is handed back in
+	// Done.Held, for the caller to free once the outcome is known; if it
+	// never does, the lease ends it.
+	InDoubt bool
 }
 
 // StoreOptions configures a Store. Zero values take the defaults.
@@ -227,12 +233,16 @@ type Done struct {
 	// ran: the answer stands, but a retry may find the key still in flight
 	// until the lease ends, or run the work again (guard it in the database).
 	Unsaved error
+	// Held is the claim of a Record InDoubt, still in flight: Release it
+	// once the outcome is known.
+	Held *Claim
 }
 
 // Do is the one idempotency flow, framework-neutral: claim the key for this
 // request (scope and fingerprint), run work once, keep its Record for replay
 // when ShouldStore says so or free the key otherwise, and answer a repeat
-// with the kept Record. A panic in work frees the key and goes on.
+// with the kept Record. A panic in work frees the key and goes on; a Record
+// InDoubt keeps it in flight (Done.Held).
 //
 // Keeping the Record waits StoreOptions.Keep at most. A keep that ran past
 // it leaves the key in flight until the lease ends, on purpose: a Redis
@@ -259,6 +269,10 @@ func (s *Store) Do(ctx context.Context, scope, fingerprint string, work func(ctx
 	}()
 	out := Done{Record: work(ctx)}
 	finished = true
+	if out.Record.InDoubt {
+		out.Held = claim
+		return out, nil
+	}
 	// The answer waits for its record to be kept, but not long: in a
 	// failover a Redis write can block for its socket timeouts, and a
 	// record not kept (Unsaved) is only a repeat that runs work again,

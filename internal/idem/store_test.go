@@ -248,3 +248,28 @@ func TestDoFreesTheKeyWhenTheKeepFails(t *testing.T) {
 		t.Fatalf("retry: %+v, %v, work ran %d times; want it run once and kept", done, err, runs)
 	}
 }
+
+// TestDoKeepsTheKeyOfAnOutcomeInDoubt: a record InDoubt is neither kept nor
+// freed: a retry meets ErrInUse (it must not run while the first may still
+// land), and once the caller releases the held claim it runs afresh.
+func TestDoKeepsTheKeyOfAnOutcomeInDoubt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestStore(t, StoreOptions{})
+	scope := Scope("u1", "POST", "/orders", "k-doubt")
+	done, err := s.Do(ctx, scope, "fp", func(context.Context) Record {
+		return Record{Status: 503, InDoubt: true}
+	})
+	if err != nil || done.Held == nil || done.Replayed || done.Unsaved != nil {
+		t.Fatalf("Do in doubt = %+v, %v; want the claim held", done, err)
+	}
+	if _, _, err := s.Claim(ctx, scope, "fp"); !errors.Is(err, ErrInUse) {
+		t.Fatalf("retry while in doubt: %v, want ErrInUse", err)
+	}
+	if err := done.Held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, rec, err := s.Claim(ctx, scope, "fp"); err != nil || c == nil || rec != nil {
+		t.Fatalf("retry once released = %v, %v, %v; want a claim", c, rec, err)
+	}
+}

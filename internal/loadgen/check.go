@@ -75,7 +75,7 @@ type Facts struct {
 }
 
 // Check judges the records against the facts and returns the violations of
-// O3, O4, O5 and the client-side money rules, in audit's format.
+// O3, O4, O5, A3 and the client-side money rules, in audit's format.
 func Check(recs []Record, f Facts) []audit.Violation {
 	if f.Slack <= 0 {
 		f.Slack = 100 * time.Millisecond
@@ -90,6 +90,7 @@ func Check(recs []Record, f Facts) []audit.Violation {
 	checkOrders(recs, f, v)
 	checkUndersell(recs, f, v)
 	checkMoney(recs, f, v)
+	checkDoubts(recs, f, v)
 	return v.list()
 }
 
@@ -722,7 +723,7 @@ const (
 )
 
 // linearAnswer is what an answer tells the model; effect is false for
-// answers that promise nothing changed.
+// answers that promise nothing changed (every 503 but outcome_unknown).
 func linearAnswer(r Record) (a linear.Answer, effect bool) {
 	switch {
 	case r.OK() && r.Replayed: // a regular order's replay repeats the stored 201
@@ -733,7 +734,9 @@ func linearAnswer(r Record) (a linear.Answer, effect bool) {
 		return linear.Replayed, true
 	case r.Code == "sold_out" || r.Code == "insufficient_stock":
 		return linear.Refused, true
-	case r.Status == 0 || (r.Status >= 500 && r.Status != 503):
+	case r.Status == 0 || (r.Status >= 500 && r.Status != 503) || r.Code == CodeOutcomeUnknown:
+		// No answer, or one that says the order may exist: it may have
+		// taken effect at any time since it was sent.
 		return linear.Unknown, true
 	}
 	return 0, false

@@ -233,3 +233,55 @@ func TestCheckLinearSoldOutCache(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDoubts: A3 from records and facts. An outcome_unknown resolved
+// by its order (or, with none, by its placement or a refusal) is clean;
+// one never resolved, one resolved to two orders, and a refusal while the
+// order exists are violations; the summary counts the answers and the
+// unresolved requests.
+func TestCheckDoubts(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	reg := func(status int, code, no string, start int) Record {
+		return Record{Op: OpOrder, UserID: 7, ProductID: 2, Quantity: 1, Key: "k", Status: status, Code: code, OrderNo: no,
+			Replayed: status == 200, Start: at(start), End: at(start + 10)}
+	}
+	sk := func(status int, code, no string, start int) Record {
+		return Record{Op: OpSeckill, UserID: 8, ProductID: 1, Quantity: 1, Status: status, Code: code, OrderNo: no, Start: at(start), End: at(start + 10)}
+	}
+	r1 := OrderFact{OrderNo: "R1", UserID: 7, ProductID: 2, Quantity: 1, Kind: OpOrder}
+	s1 := OrderFact{OrderNo: "S1", UserID: 8, ProductID: 1, Quantity: 1, Kind: OpSeckill}
+	s2 := OrderFact{OrderNo: "S2", UserID: 8, ProductID: 1, Quantity: 1, Kind: OpSeckill}
+	unknown := func(r Record) Record { r.Status, r.Code = 503, CodeOutcomeUnknown; return r }
+	cases := []struct {
+		name       string
+		recs       []Record
+		orders     map[string]OrderFact
+		want       []string
+		unresolved int
+	}{
+		{"regular: landed, the retry replays it", []Record{unknown(reg(0, "", "R1", 0)), reg(409, "idempotency_key_in_use", "", 20), reg(200, "", "R1", 40)},
+			map[string]OrderFact{"R1": r1}, nil, 0},
+		{"regular: not landed, the retry places it", []Record{unknown(reg(0, "", "R1", 0)), reg(201, "", "R1", 40)},
+			map[string]OrderFact{"R1": r1}, nil, 0},
+		{"seckill: not landed, sold out since", []Record{unknown(sk(0, "", "", 0)), sk(409, "sold_out", "", 40)},
+			map[string]OrderFact{}, nil, 0},
+		{"never resolved", []Record{unknown(reg(0, "", "R1", 0)), reg(503, "unavailable", "", 40)},
+			map[string]OrderFact{"R1": r1}, []string{A3}, 1},
+		{"refused while its order exists", []Record{unknown(sk(0, "", "", 0)), sk(409, "sold_out", "", 40)},
+			map[string]OrderFact{"S1": s1}, []string{A3}, 0},
+		{"two orders", []Record{unknown(sk(0, "", "", 0)), sk(201, "", "S2", 40)},
+			map[string]OrderFact{"S1": s1, "S2": s2}, []string{A3}, 0},
+	}
+	for _, c := range cases {
+		got := invariants(t, c.recs, Facts{Orders: c.orders, Stock: map[int64]StockFact{}})
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: violated %v, want %v", c.name, got, c.want)
+		}
+		s := Summarize(c.recs)
+		if s.OutcomeUnknown != 1 || s.OutcomeUnknownUnresolved != c.unresolved {
+			t.Errorf("%s: summary outcome_unknown %d, unresolved %d; want 1, %d", c.name, s.OutcomeUnknown, s.OutcomeUnknownUnresolved, c.unresolved)
+		}
+	}
+}

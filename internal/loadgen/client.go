@@ -61,11 +61,14 @@ type Answer struct {
 	Status   int
 	Code     string // problem+json code
 	Replayed bool
-	Header   http.Header
-	Body     []byte
-	Err      error // transport error or client timeout (Status is 0)
-	Start    time.Time
-	End      time.Time
+	// DoubtNo is the order number a 503 outcome_unknown named (regular
+	// orders): the order that may exist.
+	DoubtNo string
+	Header  http.Header
+	Body    []byte
+	Err     error // transport error or client timeout (Status is 0)
+	Start   time.Time
+	End     time.Time
 }
 
 // Do sends one request and reads the whole answer. It never returns a Go
@@ -129,7 +132,7 @@ func (c *Client) Do(ctx context.Context, call Call) Answer {
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		var p wire.Problem
 		_ = json.Unmarshal(a.Body, &p)
-		a.Code = p.Code
+		a.Code, a.DoubtNo = p.Code, p.OrderNo
 	}
 	return a
 }

@@ -236,6 +236,9 @@ func Race(ctx context.Context, cfg Config) (Result, error) {
 		s.run(ctx)
 	})
 	res.Ended = time.Now()
+	// A3: every request answered outcome_unknown is retried with the same
+	// identity until an answer tells its outcome.
+	resolveDoubts(ctx, c, res.Buyers, rec, cfg.Timeout)
 	stop()
 	res.Records = rec.Records()
 	res.Summary = Summarize(res.Records)
@@ -443,6 +446,9 @@ func recordOf(b Buyer, call Call, a Answer, attempt int) Record {
 	if a.Err != nil {
 		r.Err = a.Err.Error()
 		r.Status = 0
+	}
+	if r.Code == CodeOutcomeUnknown {
+		r.OrderNo = a.DoubtNo
 	}
 	if r.OK() {
 		var o wire.Order

@@ -37,9 +37,11 @@ type Record struct {
 	// GaveUp: no answer because the client gave up on purpose after a
 	// deliberately short timeout (Config.TinyTimeout), not a request left
 	// hanging.
-	GaveUp   bool   `json:"gave_up,omitempty"`
-	Replayed bool   `json:"replayed"` // Idempotent-Replayed: true
-	OrderNo  string `json:"order_no,omitempty"`
+	GaveUp   bool `json:"gave_up,omitempty"`
+	Replayed bool `json:"replayed"` // Idempotent-Replayed: true
+	// OrderNo is the order a 2xx named, or the one a 503 outcome_unknown
+	// said may exist (regular orders).
+	OrderNo string `json:"order_no,omitempty"`
 	// What the answer said about the order (2xx on order and pay routes).
 	OrderQuantity int64  `json:"order_quantity,omitempty"`
 	OrderUserID   int64  `json:"order_user_id,omitempty"`
@@ -59,7 +61,8 @@ func (r Record) Latency() time.Duration { return r.End.Sub(r.Start) }
 func (r Record) OK() bool { return r.Status >= 200 && r.Status < 300 }
 
 // Failed reports an answer that says nothing about the outcome: no answer at
-// all, or a 5xx other than 503 busy (which promises nothing was changed).
+// all, or a 5xx other than 503 busy (which promises nothing was changed);
+// outcome_unknown is one (its retry learns the outcome, see A3).
 func (r Record) Failed() bool { return r.Status == 0 || (r.Status >= 500 && r.Code != "busy") }
 
 // Recorder collects records from many goroutines and keeps live counters
@@ -183,6 +186,12 @@ type Summary struct {
 	// (O3), filled in once the run was verified against the database: what
 	// a database failover that forgot commits costs.
 	AckedLost int `json:"acked_lost"`
+	// OutcomeUnknown counts the 503 outcome_unknown answers (A3), and
+	// OutcomeUnknownUnresolved the logical requests among them that no
+	// later answer (the harness retries each with the same identity)
+	// resolved to their order or a refusal.
+	OutcomeUnknown           int `json:"outcome_unknown"`
+	OutcomeUnknownUnresolved int `json:"outcome_unknown_unresolved"`
 }
 
 // Summarize computes the summary of records (latency percentiles over the
@@ -213,6 +222,7 @@ func Summarize(recs []Record) Summary {
 			s.NoAnswer++
 		}
 	}
+	s.OutcomeUnknown, s.OutcomeUnknownUnresolved = countDoubts(recs)
 	s.Duration = last.Sub(first)
 	if sec := s.Duration.Seconds(); sec > 0 {
 		s.Throughput = float64(s.Answered) / sec

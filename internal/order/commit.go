@@ -206,7 +206,9 @@ func (s *Service) commitHeld(d *inventory.Deduction, productID int64, batch []*r
 			break
 		}
 		if attempt == batchAttempts || !dbx.Pause(ctx, attempt) {
-			err = fmt.Errorf("%w: the batch kept meeting concurrent writers: %w", inventory.ErrBusy, err)
+			if !dbx.Retryable(err) { // a deadlock or lock wait (1213, 1205) stays itself: 503 unavailable (docs/api.md)
+				err = fmt.Errorf("%w: the batch kept meeting concurrent writers: %w", inventory.ErrBusy, err)
+			}
 			break
 		}
 	}

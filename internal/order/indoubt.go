@@ -12,9 +12,10 @@ import (
 )
 
 // inDoubtTimeout bounds resolveInDoubt's look-ups when no request of the
-// batch has a deadline; with one, they end inDoubtGrace after it (A1). A
-// look-up still unanswered then leaves the commit unresolved: 503, and the
-// order may exist (docs/api.md), which the buyer's retry finds.
+// batch has a deadline; with one, they end grace.InDoubt after it (A1). A
+// look-up still unanswered then leaves the commit unresolved: 503
+// outcome_unknown (docs/api.md), and the buyer's retry finds the order or
+// places it once.
 const inDoubtTimeout = 10 * time.Second
 
 // resolveInDoubt decides a batch transaction whose COMMIT lost its
@@ -26,8 +27,9 @@ const inDoubtTimeout = 10 * time.Second
 // the final one. All there: landed, got stands. None there: it rolled back
 // (landed false, nil: run it again). A transaction that created no order
 // wrote nothing that matters, so got stands either way. A look-up that
-// fails leaves it in doubt: lost is returned (503 unavailable, nothing is
-// recorded as done, and the client's retry is answered by the database).
+// fails (or finds a part) leaves it in doubt: an *OutcomeUnknownError (503
+// outcome_unknown, nothing is recorded as done, and the client's retry is
+// answered by the database).
 func (s *Service) resolveInDoubt(ctx context.Context, productID int64, got []result, lost error) (landed bool, err error) {
 	var nos []string
 	for _, r := range got {
@@ -58,7 +60,7 @@ func (s *Service) resolveInDoubt(ctx context.Context, productID int64, got []res
 	case err != nil:
 		s.metrics.inDoubt("unresolved")
 		s.log.Warn("order batch commit in doubt and not resolved", "product_id", productID, "orders", len(nos), "err", err)
-		return false, fmt.Errorf("%w (the batch's commit is in doubt: %v)", lost, err)
+		return false, &OutcomeUnknownError{OrderNos: nos, Lost: lost, Lookup: err}
 	case found == int64(len(nos)):
 		s.metrics.inDoubt("landed")
 		s.log.Warn("order batch commit in doubt: it landed", "product_id", productID, "orders", len(nos))
@@ -69,5 +71,5 @@ func (s *Service) resolveInDoubt(ctx context.Context, productID int64, got []res
 		return false, nil
 	}
 	s.metrics.inDoubt("unresolved")
-	return false, fmt.Errorf("%w (the batch's commit is in doubt: %d of its %d orders are there)", lost, found, len(nos))
+	return false, &OutcomeUnknownError{OrderNos: nos, Lost: lost, Lookup: fmt.Errorf("%d of its %d orders are there", found, len(nos))}
 }

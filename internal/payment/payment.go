@@ -357,13 +357,15 @@ func retryable(err error) bool {
 // rerun is the money path's one retry layer: it runs attempt (one
 // transaction, see tx) again while it ends in a race a re-read decides (a
 // guarded update that matched nothing, a duplicate, a deadlock victim), at
-// most maxAttempts times in all, then gives up as ErrBusy. A deadlock victim
+// most maxAttempts times in all, then gives up as ErrBusy (or, when the
+// last attempt was a deadlock victim or a lock wait timeout, as that error:
+// the database could not take the write, 503 unavailable). A deadlock victim
 // waits a short jittered pause first, as dbx.Tx would.
 func rerun(ctx context.Context, what string, attempt func() error) error {
 	for i := 1; i <= maxAttempts; i++ {
 		err := attempt()
-		if !retryable(err) || ctx.Err() != nil {
-			return err
+		if !retryable(err) || ctx.Err() != nil || i == maxAttempts && dbx.Retryable(err) {
+			return err // a deadlock or lock wait (1213, 1205) to the last: 503 unavailable (docs/api.md)
 		}
 		if dbx.Retryable(err) {
 			t := time.NewTimer(time.Duration(i)*5*time.Millisecond + rand.N(5*time.Millisecond))

@@ -62,13 +62,17 @@ type FormToken struct {
 }
 
 // Problem is an RFC 9457 problem details body. Code is the stable
-// machine-readable value clients switch on.
+// machine-readable value clients switch on. OrderNo and ProductID are set
+// by outcome_unknown only: the order the request may have placed (regular),
+// or the product (seckill), which the retry or GET /orders/{no} resolves.
 type Problem struct {
-	Type     string            `json:"type"`
-	Title    string            `json:"title"`
-	Status   int               `json:"status"`
-	Detail   string            `json:"detail,omitempty"`
-	Code     string            `json:"code"`
-	Instance string            `json:"instance,omitempty"`
-	Errors   map[string]string `json:"errors,omitempty"`
+	Type      string            `json:"type"`
+	Title     string            `json:"title"`
+	Status    int               `json:"status"`
+	Detail    string            `json:"detail,omitempty"`
+	Code      string            `json:"code"`
+	Instance  string            `json:"instance,omitempty"`
+	Errors    map[string]string `json:"errors,omitempty"`
+	OrderNo   string            `json:"order_no,omitempty"`
+	ProductID int64             `json:"product_id,omitempty"`
 }

@@ -384,6 +384,9 @@ func describeFailover(f *report.FailoverRow, res loadgen.Result, hot int64, next
 		if r.End.Before(f.Start) || !r.Start.Before(until) {
 			continue
 		}
+		if r.Code == loadgen.CodeOutcomeUnknown {
+			f.OutcomeUnknown++
+		}
 		switch {
 		case r.Status == 0 && !r.GaveUp:
 			f.NoAnswer++

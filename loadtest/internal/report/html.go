@@ -56,9 +56,9 @@ pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}.muted{color:#
 		}
 		if v := s.Verdict; v != nil {
 			c := v.Counts
-			fmt.Fprintf(&b, "<table><tr><th>orders</th><th>units held</th><th>cancelled</th><th>paid</th><th>units added</th><th>stock left</th><th>oversold</th><th>duplicates</th><th>lost acks</th><th>undersold</th></tr>"+
-				"<tr><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr></table>",
-				c.Orders, c.Held, c.Cancelled, c.Paid, c.Added, c.StockLeft, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold)
+			fmt.Fprintf(&b, "<table><tr><th>orders</th><th>units held</th><th>cancelled</th><th>paid</th><th>units added</th><th>stock left</th><th>oversold</th><th>duplicates</th><th>lost acks</th><th>undersold</th><th>outcome unknown</th><th>unresolved (A3)</th></tr>"+
+				"<tr><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr></table>",
+				c.Orders, c.Held, c.Cancelled, c.Paid, c.Added, c.StockLeft, c.Oversold, c.Duplicates, c.LostAcks, c.Undersold, s.Summary.OutcomeUnknown, s.Summary.OutcomeUnknownUnresolved)
 		}
 		if s.Verdict != nil && s.Verdict.Linear != nil {
 			b.WriteString(linearHTML(s.Verdict.Linear, s.Name, ""))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ func WriteText(w io.Writer, r Scenario) {
 		fmt.Fprintf(w, "database: %d orders (paid %d) holding %d units, %d cancelled; %d units added; stock left %d; oversold %d; duplicate orders %d\n",
 			c.Orders, c.Paid, c.Held, c.Cancelled, c.Added, c.StockLeft, c.Oversold, c.Duplicates)
 		fmt.Fprintf(w, "clients:  lost acknowledgements %d; undersold refusals %d\n", c.LostAcks, c.Undersold)
+		writeA3(w, r.Summary, v)
 	}
 	if len(r.Metrics) > 0 {
 		keys := make([]string, 0, len(r.Metrics))
@@ -76,9 +78,9 @@ func WriteText(w io.Writer, r Scenario) {
 	}
 	if v := r.Verdict; v != nil {
 		if r.ViaAPI {
-			fmt.Fprint(w, "checked:  I1-I4 O1-O2 M1-M2 (audit route), O3-O5 and money (client records, orders read through the API)")
+			fmt.Fprint(w, "checked:  I1-I4 O1-O2 M1-M2 (audit route), O3-O5, A3 and money (client records, orders read through the API)")
 		} else {
-			fmt.Fprint(w, "checked:  I1-I4 O1-O2 M1-M2 (database audit), O3-O5 and money (client records), L2 (ledger fences)")
+			fmt.Fprint(w, "checked:  I1-I4 O1-O2 M1-M2 (database audit), O3-O5, A3 and money (client records), L2 (ledger fences)")
 		}
 		if r.Name == "chaos" {
 			fmt.Fprint(w, ", L3 (lock free after SIGKILL)")
@@ -98,6 +100,19 @@ func WriteText(w io.Writer, r Scenario) {
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(w, "result:   %s (%s)\n", verdict, r.Elapsed.Round(100*time.Millisecond))
+}
+
+// writeA3 is the verdict line of A3: the outcome_unknown answers, each
+// retried with the same identity until an answer told its outcome, and
+// the database's orders for it (one or none, never refused while it
+// exists).
+func writeA3(w io.Writer, s loadgen.Summary, v *verify.Verdict) {
+	verdict := "OK"
+	if slices.Contains(v.Invariants(), loadgen.A3) {
+		verdict = "FAIL (the violations below say which)"
+	}
+	fmt.Fprintf(w, "A3:       %d outcome_unknown answers, each retried with the same key (or buyer and product): %d left unresolved; %s\n",
+		s.OutcomeUnknown, s.OutcomeUnknownUnresolved, verdict)
 }
 
 func writeViolations(w io.Writer, vs []verify.Violation, indent string) {

@@ -142,11 +142,14 @@ type FailoverRow struct {
 	LocksLost   float64        `json:"locks_lost_before_release"` // same span
 	// InDoubt: order batches whose COMMIT lost its connection, resolved
 	// from the database by their order numbers (same span).
-	InDoubt    float64            `json:"commits_in_doubt"`
-	Err        string             `json:"error,omitempty"`
-	Start      time.Time          `json:"-"`
-	PromotedAt time.Time          `json:"-"`
-	Before     map[string]float64 `json:"-"` // shop metrics at the fault
+	InDoubt float64 `json:"commits_in_doubt"`
+	// OutcomeUnknown: answers 503 outcome_unknown from the fault to the
+	// next one (or the end), each retried until resolved (A3).
+	OutcomeUnknown int                `json:"outcome_unknown"`
+	Err            string             `json:"error,omitempty"`
+	Start          time.Time          `json:"-"`
+	PromotedAt     time.Time          `json:"-"`
+	Before         map[string]float64 `json:"-"` // shop metrics at the fault
 }
 
 // writeFailover prints the per-fault table of a failover part.
@@ -154,20 +157,20 @@ func WriteFailover(w io.Writer, rows []FailoverRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "failover: %-48s %7s %6s %9s %9s %9s %6s %6s %6s %6s %6s  %s\n", "fault (master killed or failed over)", "at", "left", "promoted", "recovery", "A2 bound", "stale", "lost", "doubt", "slow", "unans", "answers in the window (fault to recovery)")
+	fmt.Fprintf(w, "failover: %-48s %7s %6s %9s %9s %9s %6s %6s %6s %7s %6s %6s  %s\n", "fault (master killed or failed over)", "at", "left", "promoted", "recovery", "A2 bound", "stale", "lost", "doubt", "unknown", "slow", "unans", "answers in the window (fault to recovery)")
 	for _, f := range rows {
 		rec := "never"
 		if f.Recovery > 0 {
 			rec = render.Ms(f.Recovery)
 		}
-		fmt.Fprintf(w, "          %-48s %6.1fs %6d %9s %9s %9s %6.0f %6.0f %6.0f %6d %6d  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), f.StockLeft, render.Ms(f.Promoted), rec, render.Ms(f.Bound),
-			f.StaleFences, f.LocksLost, f.InDoubt, f.Slow, f.NoAnswer, render.Outcomes(f.ByStatus))
+		fmt.Fprintf(w, "          %-48s %6.1fs %6d %9s %9s %9s %6.0f %6.0f %6.0f %7d %6d %6d  %s\n", f.Fault+" "+f.Target, f.At.Seconds(), f.StockLeft, render.Ms(f.Promoted), rec, render.Ms(f.Bound),
+			f.StaleFences, f.LocksLost, f.InDoubt, f.OutcomeUnknown, f.Slow, f.NoAnswer, render.Outcomes(f.ByStatus))
 		if f.Err != "" {
 			fmt.Fprintf(w, "          error: %s\n", FirstLine(f.Err))
 		}
 	}
 	fmt.Fprintln(w, "          (left: units of the hot product left at the fault; stale: stock writes the database refused for a stale fencing token; lost: product locks found gone at release;")
-	fmt.Fprintln(w, "          doubt: order batches whose COMMIT lost its connection, resolved from the database;")
+	fmt.Fprintln(w, "          doubt: order batches whose COMMIT lost its connection, looked up in the database; unknown: answers 503 outcome_unknown (the look-up outlasted the deadline), each retried until resolved (A3);")
 	fmt.Fprintln(w, "          slow: answers later than the request timeout + 1s, unans: requests without an answer, both from the fault to the next one)")
 }
 
@@ -177,7 +180,7 @@ func FailoverHTML(rows []FailoverRow) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("<table><tr><th class=l>fault</th><th class=l>master</th><th>at</th><th>stock left</th><th>promoted</th><th>orders flow again</th><th>A2 bound</th><th>stale fences refused</th><th>locks lost</th><th>commits in doubt</th><th>slower than the request timeout + 1s</th><th>no answer</th><th class=l>answers in the window</th></tr>")
+	b.WriteString("<table><tr><th class=l>fault</th><th class=l>master</th><th>at</th><th>stock left</th><th>promoted</th><th>orders flow again</th><th>A2 bound</th><th>stale fences refused</th><th>locks lost</th><th>commits in doubt</th><th>outcome unknown</th><th>slower than the request timeout + 1s</th><th>no answer</th><th class=l>answers in the window</th></tr>")
 	for _, f := range rows {
 		rec, cls := "never", "bad"
 		if f.Recovery > 0 {
@@ -186,9 +189,9 @@ func FailoverHTML(rows []FailoverRow) string {
 				cls = "ok"
 			}
 		}
-		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%d</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td class=l>%s%s</td></tr>",
+		fmt.Fprintf(&b, "<tr><td class=l>%s</td><td class=l>%s</td><td>%.1fs</td><td>%d</td><td>%s</td><td class=%s>%s</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td>%d</td><td class=l>%s%s</td></tr>",
 			html.EscapeString(f.Fault), html.EscapeString(f.Target), f.At.Seconds(), f.StockLeft, render.Ms(f.Promoted), cls, rec, render.Ms(f.Bound),
-			f.StaleFences, f.LocksLost, f.InDoubt, f.Slow, f.NoAnswer, html.EscapeString(render.Outcomes(f.ByStatus)), html.EscapeString(f.Err))
+			f.StaleFences, f.LocksLost, f.InDoubt, f.OutcomeUnknown, f.Slow, f.NoAnswer, html.EscapeString(render.Outcomes(f.ByStatus)), html.EscapeString(f.Err))
 	}
 	b.WriteString("</table>")
 	return b.String()

@@ -235,20 +235,20 @@ func dbFacts(ctx context.Context, db *gorm.DB, in CheckInput) (loadgen.Facts, er
 		add(rows)
 		nos = nos[n:]
 	}
-	if in.Wallets != nil {
-		users := make([]int64, 0, len(in.Wallets))
-		for u := range in.Wallets {
-			users = append(users, u)
+	// Every order of the users whose wallets are checked, and of those
+	// answered outcome_unknown (A3: a seckill answer names no order).
+	users := loadgen.DoubtUsers(in.Records)
+	for u := range in.Wallets {
+		users = append(users, u)
+	}
+	for len(users) > 0 {
+		n := min(len(users), 500)
+		var rows []orderFactRow
+		if err := db.Raw("SELECT "+cols+" FROM orders WHERE user_id IN ?", users[:n]).Scan(&rows).Error; err != nil {
+			return f, err
 		}
-		for len(users) > 0 {
-			n := min(len(users), 500)
-			var rows []orderFactRow
-			if err := db.Raw("SELECT "+cols+" FROM orders WHERE user_id IN ?", users[:n]).Scan(&rows).Error; err != nil {
-				return f, err
-			}
-			add(rows)
-			users = users[n:]
-		}
+		add(rows)
+		users = users[n:]
 	}
 	for id := range in.Products {
 		// The ledger's sum, not products.stock: the two agree on a sound

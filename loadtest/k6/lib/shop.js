@@ -33,6 +33,10 @@ export const serverErrors = new Counter('server_errors');
 export const offContract = new Counter('off_contract');
 /** Units left on a sale's product while buyers went without (teardown, from the audit's product rows). */
 export const undersoldUnits = new Counter('undersold_units');
+/** A 503 outcome_unknown: the order may exist or not; the request is retried with the same identity to learn which (A3). */
+export const outcomeUnknown = new Counter('outcome_unknown');
+/** A request answered outcome_unknown that its retries did not resolve within a minute (A3: each must resolve). */
+export const outcomeUnknownUnresolved = new Counter('outcome_unknown_unresolved');
 /** Per buyer: whether the shop gave a final answer (an order, or 409), not "not now" to the last retry. */
 export const answered = new Rate('answered');
 
@@ -52,6 +56,7 @@ export const INVARIANTS = {
   iteration_errors: ['count==0'],
   server_errors: ['count==0'],
   off_contract: ['count==0'],
+  outcome_unknown_unresolved: ['count==0'],
   checks: ['rate==1'],
 };
 
@@ -120,11 +125,24 @@ export function code(res) {
 
 /**
  * Whether an answer means "not now, nothing changed": 503 busy, unavailable
- * or overloaded (the last before the request was read), or 429.
+ * or overloaded (the last before the request was read), or 429. Not 503
+ * outcome_unknown: see inDoubt.
  * @param {import('k6/http').RefinedResponse<any>} res
  */
 export function notNow(res) {
-  return res.status === 503 || res.status === 429;
+  return (res.status === 503 || res.status === 429) && !inDoubt(res);
+}
+
+/**
+ * Whether an answer is 503 outcome_unknown: the database did not tell in
+ * time whether the order was placed. Neither a failure of the shop nor
+ * "nothing happened": only a retry of the same request (same
+ * Idempotency-Key, or the same buyer and product) learns the outcome, and
+ * retrying() keeps retrying until it does.
+ * @param {import('k6/http').RefinedResponse<any>} res
+ */
+export function inDoubt(res) {
+  return res.status === 503 && code(res) === 'outcome_unknown';
 }
 
 /**
@@ -137,7 +155,7 @@ export function notNow(res) {
  * @returns {import('k6/http').RefinedResponse<any>} res
  */
 export function judge(res, allowed) {
-  if (notNow(res)) return res;
+  if (notNow(res) || inDoubt(res)) return res;
   const c = code(res);
   if (allowed.some((a) => (typeof a === 'number' ? res.status === a : a === `${res.status}:${c}`))) return res;
   const tags = { status: String(res.status), route: String(res.request && res.request.url ? route(res.request.url) : '') };
@@ -164,10 +182,26 @@ function route(url) {
  */
 export function retrying(send, tries = 5) {
   let res = send();
-  for (let n = 1; n < tries && notNow(res); n++) {
+  // An outcome_unknown is retried to learn it, past `tries`, for up to a
+  // minute: meanwhile the shop keeps the request's idempotency claim (409
+  // idempotency_key_in_use) until it learns the outcome itself.
+  let learning = false;
+  const learnUntil = Date.now() + 60000;
+  for (let n = 1; ; n++) {
+    if (inDoubt(res)) {
+      outcomeUnknown.add(1);
+      learning = true;
+    }
+    const again = n < tries && notNow(res);
+    const learn = learning && Date.now() < learnUntil && (notNow(res) || inDoubt(res) || code(res) === 'idempotency_key_in_use');
+    if (!again && !learn) break;
     const after = parseInt(res.headers['Retry-After'] || '', 10);
     sleep(Number.isFinite(after) && after >= 0 ? Math.min(after, 30) : 1);
     res = send();
+  }
+  if (learning && (inDoubt(res) || notNow(res) || code(res) === 'idempotency_key_in_use')) {
+    outcomeUnknownUnresolved.add(1);
+    console.error(`outcome_unknown not resolved by a minute of retries: last answer ${res.status} ${code(res)}`);
   }
   return res;
 }
