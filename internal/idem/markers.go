@@ -10,8 +10,8 @@ import (
 )
 
 // Markers remember that a business key (user+product, say) was processed
-// and what came of it (an order number). They are a fast filter in front of the database, no
-// more: a marker can be missing (not yet written, expired, Redis lost), so
+// and what came of it (an order number). They are a fast filter in front
+// of the database, no more: a marker can be missing (not yet written, expired, Redis lost), so
 // the database unique constraint on the result stays the final guarantee.
 type Markers struct {
 	rdb    redis.UniversalClient

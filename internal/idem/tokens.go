@@ -18,7 +18,8 @@ var ErrTokenInvalid = errors.New("idem: form token invalid")
 // maxTokenLen bounds what Consume sends to Redis; issued tokens are 26 chars.
 const maxTokenLen = 64
 
-// Tokens issues one-time form tokens: each is bound to a principal and a purpose and can be consumed once.
+// Tokens issues one-time form tokens: each is bound to a principal and a
+// purpose and can be consumed once.
 //
 // Their known weakness: a token gives no replay. A client that timed out and
 // resends its consumed token gets ErrTokenInvalid and must look up what its

@@ -37,7 +37,7 @@ type Deduction struct {
 	s        *Service
 	id       int64
 	strategy string
-	how      deductor
+	deductor deductor
 	refused  []error
 	ctx      context.Context // the caller's: its deadline bounds the waits
 	holdCtx  context.Context // the holds' (HoldPast)
@@ -71,12 +71,12 @@ func (s *Service) Deduct(ctx context.Context, productID int64, wants []Want) *De
 	}
 	st := resolve(d.strategy, k)
 	d.strategy = st.name
-	d.how, d.refused, err = st.start(ctx, s, productID, k, wants)
+	d.deductor, d.refused, err = st.start(ctx, s, productID, k, wants)
 	if err != nil {
 		d.end(err)
 		return d
 	}
-	d.follow(nil)
+	d.advance(nil)
 	return d
 }
 
@@ -101,10 +101,11 @@ func (d *Deduction) Next() bool {
 		return false
 	}
 	d.held = h
-	if err := d.how.prepare(h.ctx, h); err != nil {
+	if err := d.deductor.prepare(h.ctx, h); err != nil {
 		d.Done(Taken{}, err)
 		return false
 	}
+	h.labPause(h.ctx)
 	return true
 }
 
@@ -134,7 +135,7 @@ func (d *Deduction) Context() context.Context { return d.held.ctx }
 // Errors: ErrNotFound, errStaleFence (Done takes the hold again), ErrBusy,
 // or the database's.
 func (d *Deduction) DeductTx(tx *gorm.DB, wants []Want) (Taken, error) {
-	return d.how.deductTx(tx, d.held, wants)
+	return d.deductor.deductTx(tx, d.held, wants)
 }
 
 // Done ends the hold Next took, with the outcome of the caller's work under
@@ -158,12 +159,12 @@ func (d *Deduction) Done(taken Taken, err error) {
 	}
 	d.stale = 0
 	d.soldOut = taken.SoldOut
-	d.follow(&taken)
+	d.advance(&taken)
 }
 
-// follow asks the strategy for the hold after last (nil: the first).
-func (d *Deduction) follow(last *Taken) {
-	c, ok := d.how.next(last)
+// advance asks the strategy for the hold after last (nil: the first).
+func (d *Deduction) advance(last *Taken) {
+	c, ok := d.deductor.next(last)
 	if !ok {
 		d.end(nil)
 		return
@@ -190,9 +191,9 @@ func (d *Deduction) Close() {
 		d.Done(Taken{}, errClosed)
 	}
 	d.end(errClosed)
-	if d.how != nil {
-		d.how.close(d.ctx)
-		d.how = nil
+	if d.deductor != nil {
+		d.deductor.close(d.ctx)
+		d.deductor = nil
 	}
 	if d.cancel != nil {
 		d.cancel()
@@ -219,4 +220,72 @@ func (d *Deduction) end(err error) {
 	if d.soldOut {
 		d.version, d.soldOut = d.s.learnSoldOut(d.ctx, d.id)
 	}
+}
+
+// Want is one order's claim on a product's stock.
+type Want struct {
+	OrderNo  string
+	Quantity int64
+}
+
+// Taken is what one transaction's deduction decided.
+type Taken struct {
+	// PriceCents is the product's unit price, for the orders.
+	PriceCents int64
+	// Refused holds, per want, nil when its units were taken, else
+	// ErrSoldOut (nothing was left for it) or ErrInsufficientStock (some
+	// was, not enough); or, for a want this transaction left to the
+	// deduction's next hold, a refusal that Open reports.
+	Refused []error
+	// SoldOut: the product is known to have no stock left after the take.
+	// (A take that fitted whole is written without reading the row, so
+	// the stock left is then not known and SoldOut false.)
+	SoldOut bool
+
+	// What a strategy learns from its own committed transaction, handed
+	// back to it through Done (next): the gate's served order numbers,
+	// the walk's findings.
+	granted []string
+	walked  walked
+}
+
+// Granted is how many wants got their units.
+func (t Taken) Granted() int {
+	n := 0
+	for _, err := range t.Refused {
+		if err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Open reports whether want k is undecided: the deduction's next hold
+// decides it (a product held in buckets offers it to the next bucket).
+func (t Taken) Open(k int) bool { return t.Refused[k] == errOpen }
+
+// allocate serves wants in order from stock; it returns the refusals and
+// the units taken.
+func allocate(stock int64, wants []Want) (refused []error, total int64) {
+	refused = make([]error, len(wants))
+	for i, w := range wants {
+		switch {
+		case w.Quantity <= stock-total:
+			total += w.Quantity
+		case stock-total <= 0:
+			refused[i] = ErrSoldOut
+		default:
+			refused[i] = ErrInsufficientStock
+		}
+	}
+	return refused, total
+}
+
+// units is the sum of the wants' quantities.
+func units(wants []Want) int64 {
+	var n int64
+	for _, w := range wants {
+		n += w.Quantity
+	}
+	return n
 }

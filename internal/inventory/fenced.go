@@ -7,62 +7,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// Want is one order's claim on a product's stock.
-type Want struct {
-	OrderNo  string
-	Quantity int64
-}
-
-// Taken is what one transaction's deduction decided.
-type Taken struct {
-	// PriceCents is the product's unit price, for the orders.
-	PriceCents int64
-	// Refused holds, per want, nil when its units were taken, else
-	// ErrSoldOut (nothing was left for it) or ErrInsufficientStock (some
-	// was, not enough); or, for a want this transaction left to the
-	// deduction's next hold, a refusal that Open reports.
-	Refused []error
-	// SoldOut: the product is known to have no stock left after the take.
-	// (A take that fitted whole is written without reading the row, so
-	// the stock left is then not known and SoldOut false.)
-	SoldOut bool
-
-	granted []string // the order numbers served (the gate's settlement)
-	walked  walked   // what a bucket of the walk found
-}
-
-// Granted is how many wants got their units.
-func (t Taken) Granted() int {
-	n := 0
-	for _, err := range t.Refused {
-		if err == nil {
-			n++
-		}
-	}
-	return n
-}
-
-// Open reports whether want k is undecided: the deduction's next hold
-// decides it (a product held in buckets offers it to the next bucket).
-func (t Taken) Open(k int) bool { return t.Refused[k] == errOpen }
-
-// allocate serves wants in order from stock; it returns the refusals and
-// the units taken.
-func allocate(stock int64, wants []Want) (refused []error, total int64) {
-	refused = make([]error, len(wants))
-	for i, w := range wants {
-		switch {
-		case w.Quantity <= stock-total:
-			total += w.Quantity
-		case stock-total <= 0:
-			refused[i] = ErrSoldOut
-		default:
-			refused[i] = ErrInsufficientStock
-		}
-	}
-	return refused, total
-}
-
 // fenced is the safe strategy, lock-fence: one hold of the product lock,
 // and one fenced conditional UPDATE for the whole batch; a holder whose
 // lease ran out writes nothing (errStaleFence).
@@ -77,10 +21,7 @@ func startFenced(_ context.Context, s *Service, id int64, _ int, _ []Want) (dedu
 
 func (f *fenced) next(last *Taken) (claim, bool) { return oneBucket(0, true), last == nil }
 
-func (f *fenced) prepare(ctx context.Context, h *hold) error {
-	h.labPause(ctx)
-	return nil
-}
+func (f *fenced) prepare(context.Context, *hold) error { return nil }
 
 func (f *fenced) deductTx(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
 	return f.take(tx, h.fence(0), h.fence(0), wants)
@@ -134,13 +75,4 @@ func (f *fenced) takeWhole(tx *gorm.DB, fence, held Fence, wants []Want) (out Ta
 	}
 	out = Taken{PriceCents: price.(int64), Refused: make([]error, len(wants))}
 	return out, true, ledger(tx, f.id, 0, held, wants, out.Refused)
-}
-
-// units is the sum of the wants' quantities.
-func units(wants []Want) int64 {
-	var n int64
-	for _, w := range wants {
-		n += w.Quantity
-	}
-	return n
 }

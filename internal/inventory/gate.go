@@ -214,7 +214,7 @@ func (s *Service) admit(ctx context.Context, productID int64, w Want) (a admissi
 	keys := s.gateKeys(productID)
 	gen := rand.Text()
 	reaped := false
-	for range 3 {
+	for range admitAttempts {
 		r, err := gateTake.Run(ctx, s.rdb, keys, w.OrderNo, w.Quantity, gen, s.gateLease().Milliseconds()).Slice()
 		if err != nil {
 			return a, nil, err
@@ -245,6 +245,11 @@ func (s *Service) admit(ctx context.Context, productID int64, w Want) (a admissi
 	}
 	return a, nil, errors.New("inventory: gate could not be initialised")
 }
+
+// admitAttempts bounds admit's calls of the script: one that finds the
+// gate not seeded seeds it, one refused while dead holders' leases wait
+// reaps them, and each asks again.
+const admitAttempts = 3
 
 // seedGate sets an absent gate to the product's stock. It reads the row and
 // sets the gate under the product lock: stock that comes back (a restock, a

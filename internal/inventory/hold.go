@@ -10,8 +10,8 @@ import (
 )
 
 // A hold is the one way inventory holds a product's stock: every write to
-// a product's stock rows (deductions, restocks, returns, the gate's seed)
-// runs under one. A claim says which locks it takes: none (the lock-free
+// a product's stock rows (deductions, restocks, returns) runs under one,
+// and so does the gate's seed, which must not miss a restock. A claim says which locks it takes: none (the lock-free
 // lab strategies), one stock bucket's (bucket 0 is the products row, whose
 // lock is the product's own), or every bucket's. Locks are taken in bucket
 // order, each under the one before it, so holders never deadlock; a
@@ -29,8 +29,8 @@ type claim struct {
 	first, last int
 	// pausable: the lab's pause after lock may stop the holder (deductions
 	// only), so the watchdog is off (no renewal could run during such a
-	// pause either) and the work runs on the caller's context: the fence
-	// alone must stop a stale write.
+	// pause either) and the work runs on the context the hold was taken
+	// under, not the lock's: the fence alone must stop a stale write.
 	pausable bool
 }
 
@@ -47,31 +47,31 @@ func (c claim) locks() bool { return c.last >= c.first }
 
 // hold is a claim's locks, taken.
 type hold struct {
-	s      *Service
-	id     int64
-	claim  claim
-	locks  []*lockx.Lock     // bucket first+i's lock
-	under  []context.Context // the context each lock was taken under, for its release
-	ctx    context.Context   // the work's
-	paused bool              // the lab's pause may stop it (see claim.pausable)
+	s        *Service
+	id       int64
+	claim    claim
+	locks    []*lockx.Lock     // bucket first+i's lock
+	under    []context.Context // the context each lock was taken under, for its release
+	ctx      context.Context   // the work's
+	pausable bool              // the lab's pause may stop it: no watchdog (claim.pausable)
 }
 
 // acquire takes c's locks of product id, waiting up to wait for each, under
 // ctx (a hold's context outlives its request: see HoldPast).
 func (s *Service) acquire(ctx context.Context, id int64, c claim, wait time.Duration) (*hold, error) {
-	h := &hold{s: s, id: id, claim: c, ctx: ctx, paused: c.pausable && s.cfg.PauseAfterLock > 0}
-	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !h.paused}
+	h := &hold{s: s, id: id, claim: c, ctx: ctx, pausable: c.pausable && s.cfg.PauseAfterLock > 0}
+	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !h.pausable}
 	for b := c.first; b <= c.last; b++ {
 		l, err := s.locks.Acquire(h.ctx, bucketKey(id, b), opts)
 		if err != nil {
-			err = s.holdErr(id, h.paused, err)
+			err = s.holdErr(id, h.pausable, err)
 			_ = h.release(err) // the locks taken so far; err stands
 			return nil, err
 		}
 		h.locks, h.under = append(h.locks, l), append(h.under, h.ctx)
 		h.ctx = l.Context()
 	}
-	if h.paused {
+	if h.pausable {
 		h.ctx = ctx
 	}
 	return h, nil
@@ -90,7 +90,7 @@ func (h *hold) fence(b int) Fence {
 // with err, and reports the outcome (holdErr).
 func (h *hold) release(err error) error {
 	for i := len(h.locks) - 1; i >= 0; i-- {
-		err = h.s.holdErr(h.id, h.paused, h.s.locks.End(h.under[i], h.locks[i], err))
+		err = h.s.holdErr(h.id, h.pausable, h.s.locks.End(h.under[i], h.locks[i], err))
 	}
 	h.locks = nil
 	return err
@@ -105,12 +105,12 @@ func (h *hold) run(fn func(ctx context.Context, h *hold) error) (err error) {
 // withHold runs fn under a hold of c on product id, taken again after a
 // stale fence as staleFenceRetry says.
 func (s *Service) withHold(ctx context.Context, id int64, c claim, wait time.Duration, fn func(ctx context.Context, h *hold) error) error {
-	for stale := 1; ; stale++ {
+	for refusal := 1; ; refusal++ { // a hold after the first follows a refusal
 		h, err := s.acquire(ctx, id, c, wait)
 		if err != nil {
 			return err
 		}
-		again, err := s.afterStale(ctx, id, c, stale, h.run(fn))
+		again, err := s.afterStale(ctx, id, c, refusal, h.run(fn))
 		if !again {
 			return err
 		}
@@ -127,15 +127,15 @@ type fenceRetry struct{ attempts int }
 // staleFenceRetry is the stale-fence policy of every hold.
 var staleFenceRetry = fenceRetry{attempts: 3}
 
-// again reports whether the stale-th stale refusal in a row is followed by
-// another hold.
-func (r fenceRetry) again(stale int) bool { return stale < r.attempts }
+// again reports whether the refusal-th stale refusal in a row is followed
+// by another hold.
+func (r fenceRetry) again(refusal int) bool { return refusal < r.attempts }
 
-// afterStale applies staleFenceRetry to the outcome err of the stale-th
-// hold in a row of c: again is true when the claim is to be held again
-// (err was a stale fence, the counters are raised); else err is the
-// outcome.
-func (s *Service) afterStale(ctx context.Context, id int64, c claim, stale int, err error) (again bool, _ error) {
+// afterStale applies staleFenceRetry to the outcome err of a hold of c,
+// which would be the refusal-th stale refusal in a row: again is true when
+// the claim is to be held again (err was a stale fence, the counters are
+// raised); else err is the outcome.
+func (s *Service) afterStale(ctx context.Context, id int64, c claim, refusal int, err error) (again bool, _ error) {
 	if !errors.Is(err, errStaleFence) {
 		return false, err
 	}
@@ -145,7 +145,7 @@ func (s *Service) afterStale(ctx context.Context, id int64, c claim, stale int, 
 			return false, err
 		}
 	}
-	if !staleFenceRetry.again(stale) {
+	if !staleFenceRetry.again(refusal) {
 		return false, ErrBusy
 	}
 	return true, nil
@@ -166,7 +166,7 @@ func (s *Service) raiseFence(ctx context.Context, id int64, bucket int) error {
 // a lock not obtained is ErrBusy; a hold lost before its release after
 // fenced work committed stands; a hold lost while the work ran wrote
 // nothing (ErrBusy).
-func (s *Service) holdErr(id int64, paused bool, err error) error {
+func (s *Service) holdErr(id int64, pausable bool, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -181,7 +181,7 @@ func (s *Service) holdErr(id int64, paused bool, err error) error {
 		return nil
 	case errors.Is(err, errStaleFence):
 		return err
-	case errors.Is(err, lockx.ErrNotHeld) && !paused:
+	case errors.Is(err, lockx.ErrNotHeld) && !pausable:
 		s.log.Warn("product lock lost before commit; nothing was written", "product_id", id, "err", err)
 		return ErrBusy
 	}

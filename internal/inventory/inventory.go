@@ -7,14 +7,15 @@
 //
 //	hold.go       the one way to hold a product's lock(s), and the stale-fence policy
 //	stock.go      the stock writes (moveBucket, mustMove) and the ledger rows
-//	deduction.go  a batch's deduction: the loop order runs (Deduct, Next, DeductTx, Done)
+//	deduction.go  a batch's deduction: the loop order runs (Deduct, Next, DeductTx, Done),
+//	              its Wants and what each transaction Took
 //	strategy.go   strategy names resolved into a deductor, the seam
-//	fenced.go     lock-fence, the safe default; Want and Taken
+//	fenced.go     lock-fence, the safe default
 //	gate.go       redis-gate: admission before, the fenced path, settlement after
 //	walk.go       a product held in stock buckets (buckets.go: their rows)
 //	lab.go        the unsafe strategies and the lab pause
 //	restock.go    stock that comes back: restocks, returns, WithProductLock
-//	soldout.go    the sold-out book; returns.go tells every instance of stock back
+//	soldout.go    the sold-out book; reopen.go tells every instance of stock back
 package inventory
 
 import (

@@ -42,8 +42,8 @@ func (r *readModifyWrite) next(last *Taken) (claim, bool) {
 	return oneBucket(0, true), last == nil
 }
 
-// prepare reads the row, then (under the lock) may pause, and, naive,
-// spends naiveWork before it writes, as real code does between its read
+// prepare reads the row (the lock's holder may then be paused, in Next)
+// and, naive, spends naiveWork before it writes, as real code does between its read
 // and its write (a price rule, a call to another service). The lost
 // updates it shows then happen under any concurrent load, not only when
 // the scheduler happens to interleave two reads (the demo's SQLite has one
@@ -54,7 +54,6 @@ func (r *readModifyWrite) prepare(ctx context.Context, h *hold) error {
 		return err
 	}
 	r.seen = p
-	h.labPause(ctx)
 	if !r.locks {
 		sleep(ctx, naiveWork)
 	}
@@ -136,12 +135,12 @@ func (c *conditional) deductTx(tx *gorm.DB, _ *hold, wants []Want) (Taken, error
 }
 
 // labPause is the lab's stop-the-world pause of a holder (Config's
-// PauseAfterLock, with PauseProbability): the one place it is applied, by
-// the strategies whose holds may be paused (claim.pausable), where such a
-// pause hurts them most.
+// PauseAfterLock, with PauseProbability), applied by Deduction.Next to a
+// pausable hold once the strategy prepared under it: after the lab's read,
+// where such a pause hurts a read-modify-write most.
 func (h *hold) labPause(ctx context.Context) {
 	cfg := h.s.cfg
-	if !h.paused || rand.Float64() >= cfg.PauseProbability {
+	if !h.pausable || rand.Float64() >= cfg.PauseProbability {
 		return
 	}
 	h.s.metrics.labPause()

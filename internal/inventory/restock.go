@@ -112,7 +112,7 @@ const (
 
 // Fence is the product lock's fencing token, as lockx hands it out: the
 // stock write takes it only while no newer fence, and no other holder of
-// the same fence, has written (moveStock). Named here so the callers of
+// the same fence, has written (moveBucket). Named here so the callers of
 // WithProductLock need not import lockx. The zero Fence: no lock.
 type Fence = lockx.Fence
 

@@ -45,24 +45,34 @@ func guardedMove(q string, args []any, where string, whereArgs []any, delta int6
 	return q, args
 }
 
-// mustMove is moveBucket for a write that must happen: one that changed no
-// row is errStaleFence when the row refuses the fence, else ErrBusy (the
-// row moved under a holder that had read it: a writer that holds no lock,
-// or SQLite, which has no row lock), or ErrNotFound.
+// mustMove is moveBucket for a write that must happen. One that changed no
+// row is decided by re-reading the row: errStaleFence when it refuses the
+// fence, else a MissedWrite (the row moved under a holder that had read
+// it: a writer that holds no lock, or SQLite, which has no row lock), which
+// is ErrBusy: nothing was changed, the caller may retry.
 func mustMove(tx *gorm.DB, id int64, bucket int, delta int64, fence Fence) error {
 	res := moveBucket(tx, id, bucket, delta, fence)
 	if res.Error != nil || res.RowsAffected == 1 {
 		return res.Error
 	}
-	r, err := readBucket(tx, id, bucket)
-	switch {
-	case err != nil:
-		return err
-	case r.refuses(fence):
+	if r, err := readBucket(tx, id, bucket); err == nil && r.refuses(fence) {
 		return errStaleFence
 	}
-	return fmt.Errorf("%w: the stock write to product %d bucket %d changed no row", ErrBusy, id, bucket)
+	return &MissedWrite{ProductID: id, Bucket: bucket}
 }
+
+// MissedWrite is a stock write that had to happen and changed no row.
+type MissedWrite struct {
+	ProductID int64
+	Bucket    int
+}
+
+func (e *MissedWrite) Error() string {
+	return fmt.Sprintf("inventory: the stock write to product %d bucket %d changed no row", e.ProductID, e.Bucket)
+}
+
+// Unwrap makes it ErrBusy.
+func (e *MissedWrite) Unwrap() error { return ErrBusy }
 
 // refuses says whether the row takes no write under fence: a newer fence
 // has written, or the same fence from another holder (the fence counter

@@ -36,7 +36,7 @@ type walked struct {
 	open    int
 	emptied bool
 	tallied bool
-	left    uint64
+	empty   uint64 // the buckets the tally left empty (a mask)
 }
 
 // walk is the deductor of a product held in k buckets.
@@ -67,7 +67,7 @@ func (w *walk) next(last *Taken) (claim, bool) {
 		switch {
 		case w.tally:
 			if last.walked.tallied {
-				w.s.empty.set(w.id, w.gen, last.walked.left)
+				w.s.empty.set(w.id, w.gen, last.walked.empty)
 			}
 			return claim{}, false
 		case last.walked.emptied:
@@ -90,12 +90,7 @@ func (w *walk) next(last *Taken) (claim, bool) {
 	return allBuckets(w.k), true
 }
 
-func (w *walk) prepare(ctx context.Context, h *hold) error {
-	if !w.tally {
-		h.labPause(ctx)
-	}
-	return nil
-}
+func (w *walk) prepare(context.Context, *hold) error { return nil }
 
 func (w *walk) deductTx(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
 	if w.tally {
@@ -178,7 +173,7 @@ func (w *walk) fromAll(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
 		}
 	}
 	out := Taken{PriceCents: price, Refused: refused, SoldOut: sum-total <= 0}
-	out.walked = walked{tallied: true, left: emptied}
+	out.walked = walked{tallied: true, empty: emptied}
 	ledger := make([]LedgerRow, 0, len(wants))
 	now := dbx.Now()
 	for i, want := range wants {

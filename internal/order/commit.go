@@ -46,8 +46,8 @@ func (s *Service) answerBatch(productID int64, batch []*request) []result {
 // failure answers ErrBusy (nothing changed, retry).
 const batchAttempts = 5
 
-// batchTxTimeout bounds a batch's transaction once it no longer runs on the
-// lock's context, when no request of the batch has a deadline.
+// batchTxTimeout bounds a batch's transaction, which runs on a context of
+// its own (not the lock's), when no request of the batch has a deadline.
 const batchTxTimeout = 30 * time.Second
 
 // placeSafely is placeBatch with a panic turned into every request's error:
@@ -132,7 +132,8 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 		if err == nil && !taken.SoldOut && !anyOpen(res) {
 			// Answered now: the release that follows is a Redis call, slow
 			// in a failover. A batch that sold the product out answers once
-			// the books learned it (below), so its refused buyers' repeats
+			// the sold-out book and the buyer lists learned it (below), so
+			// its refused buyers' repeats
 			// find it.
 			committed(res)
 		}
