@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/lockx"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // Deduction is one batch's guarded deduction of a product's stock: the
@@ -90,6 +91,7 @@ type held struct {
 	under  []context.Context
 	work   context.Context
 	paused bool
+	span   tracing.Span // the hold's, ended by its release
 }
 
 // Deduct starts the deduction of a batch of wants for productID, all of
@@ -334,17 +336,24 @@ func (d *Deduction) acquire() (*held, error) {
 	if d.next.all {
 		first, last = 0, d.buckets-1
 	}
-	h := &held{paused: paused, work: d.hold}
+	h := &held{paused: paused}
+	h.work, h.span = tracing.Start(d.hold, "inventory.lock")
+	h.span.Int("shop.product.id", id)
+	h.span.Int("shop.lock.bucket", int64(first))
+	_, waiting := tracing.Begin(h.work, tracing.LockWait)
 	for b := first; b <= last; b++ {
 		l, err := s.locks.Acquire(h.work, bucketKey(id, b), opts)
 		if err != nil {
 			err = s.holdErr(id, paused, err)
+			waiting.End(err)
 			d.releaseAll(h, err)
 			return nil, err
 		}
 		h.locks, h.under = append(h.locks, l), append(h.under, h.work)
 		h.work = l.Context()
 	}
+	waiting.End(nil)
+	h.span.Int("shop.lock.fence", h.locks[0].Fencing().Number)
 	if paused {
 		// The lab pause stands in for a stop-the-world pause: no
 		// renewal could run during one either, and the work runs on the
@@ -361,9 +370,12 @@ func (d *Deduction) release(err error) error {
 }
 
 func (d *Deduction) releaseAll(h *held, err error) error {
+	rctx, release := tracing.Start(h.work, "inventory.lock.release")
 	for i := len(h.locks) - 1; i >= 0; i-- {
-		err = d.s.holdErr(d.productID, h.paused, d.s.locks.End(h.under[i], h.locks[i], err))
+		err = d.s.holdErr(d.productID, h.paused, d.s.locks.End(tracing.Within(h.under[i], rctx), h.locks[i], err))
 	}
+	release.End(err)
+	h.span.End(err)
 	return err
 }
 

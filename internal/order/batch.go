@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // Orders for one product are coalesced: each instance queues them, and one
@@ -35,6 +36,7 @@ type request struct {
 	// deadline is the request's own (zero: none): its batch waits for the
 	// product lock no longer than its oldest request may still wait.
 	deadline time.Time
+	rider    tracing.Rider // its queue wait, span and Server-Timing
 }
 
 // result is a request's answer.
@@ -198,7 +200,9 @@ func (s *Service) placeSafely(productID int64, batch []*request, committed func(
 			}
 		}
 	}()
-	ctx := s.bg
+	ctx, span := tracing.Batch(s.bg, batch, func(r *request) *tracing.Rider { return &r.rider })
+	span.Int("shop.product.id", productID)
+	defer span.End(nil)
 	if d, ok := earliestDeadline(batch); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, d)
@@ -306,8 +310,13 @@ func (s *Service) commitHeld(ctx context.Context, take *inventory.Take, productI
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end.tx)
 	defer cancel()
+	ctx, span := tracing.Begin(ctx, tracing.Tx)
+	span.Int("shop.batch.size", int64(len(batch)))
+	span.Int("shop.lock.fence", take.Fence.Number)
+	defer func() { span.End(err) }()
 	var got []result // this transaction's results; res once it committed
 	for attempt := 1; ; attempt++ {
+		span.Int("shop.tx.attempts", int64(attempt))
 		committing := false
 		err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
 			take.Restart()

@@ -71,4 +71,7 @@ type Problem struct {
 	Code     string            `json:"code"`
 	Instance string            `json:"instance,omitempty"`
 	Errors   map[string]string `json:"errors,omitempty"`
+	// TraceID is the request's trace, when it was traced and sampled:
+	// the id to look it up by in the trace backend.
+	TraceID string `json:"trace_id,omitempty"`
 }
