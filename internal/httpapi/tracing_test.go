@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -134,6 +135,32 @@ func TestSeckillTraceUnderContention(t *testing.T) {
 	if !shared {
 		t.Error("no batch carried more than one request: the requests did not contend")
 	}
+	// The trees, for a reader (go test -v; docs chapter 7 shows one).
+	for _, s := range out {
+		t.Logf("trace %s:\n%s", s.traceID, tree(rec.Trace(s.traceID), s.parentID, 0))
+	}
+}
+
+// tree renders the spans of a trace under parent as an indented outline.
+func tree(trace []otlprecv.Span, parent string, depth int) string {
+	var b strings.Builder
+	for _, sp := range trace {
+		if sp.ParentID != parent {
+			continue
+		}
+		fmt.Fprintf(&b, "%s%s %.2f ms", strings.Repeat("  ", depth), sp.Name, float64(sp.End.Sub(sp.Start).Microseconds())/1000)
+		for _, k := range []string{"shop.batch.size", "shop.lock.fence", "db.query.text"} {
+			if v := sp.Attrs[k]; v != "" {
+				fmt.Fprintf(&b, " %s=%q", k, v)
+			}
+		}
+		if len(sp.Links) > 0 {
+			fmt.Fprintf(&b, " links=%d", len(sp.Links))
+		}
+		b.WriteString("\n")
+		b.WriteString(tree(trace, sp.SpanID, depth+1))
+	}
+	return b.String()
 }
 
 // checkBatchTree checks what lies under a batch's span: the lock's hold,
