@@ -22,10 +22,11 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:4318", "listen address (OTLP/HTTP's port is 4318)")
+	maxSpans := flag.Int("max-spans", 1_000_000, "spans kept; the oldest go first")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := &http.Server{Addr: *addr, Handler: &otlprecv.Receiver{}, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: *addr, Handler: &otlprecv.Receiver{MaxSpans: *maxSpans}, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
