@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -135,6 +136,32 @@ func TestSeckillTraceUnderContention(t *testing.T) {
 	if !shared {
 		t.Error("no batch carried more than one request: the requests did not contend")
 	}
+	// Exemplars: the request and lock-wait histograms, served as
+	// OpenMetrics, carry trace ids of these requests and batches.
+	req, _ := http.NewRequest("GET", in.base+"/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ours := map[string]bool{}
+	for _, s := range out {
+		ours[s.traceID] = true
+	}
+	for _, family := range []string{"shop_http_request_duration_seconds_bucket", "shop_lock_wait_duration_seconds_bucket"} {
+		found := false
+		for _, line := range strings.Split(string(metrics), "\n") {
+			if _, ex, ok := strings.Cut(line, ` # {trace_id="`); ok && strings.HasPrefix(line, family) {
+				found = found || ours[ex[:32]]
+			}
+		}
+		if !found {
+			t.Errorf("no %s exemplar names one of the test's traces (Content-Type %s)", family, resp.Header.Get("Content-Type"))
+		}
+	}
+
 	// The trees, for a reader (go test -v; docs chapter 7 shows one).
 	for _, s := range out {
 		t.Logf("trace %s:\n%s", s.traceID, tree(rec.Trace(s.traceID), s.parentID, 0))
