@@ -129,7 +129,7 @@ function layoutProblems() {
       for (const el of over.slice(0, 5)) out.push(`  ${name(el)} holds ${el.scrollWidth}px in ${el.clientWidth}px`);
     }
     const shown = (el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
-    for (const el of document.querySelectorAll('.card button, .card input, .card select, .card .stat, .card table, .card .chart, .card .side')) {
+    for (const el of document.querySelectorAll('.card button, .card input, .card select, .card .stat, .card table, .card .chart, .card .side, .card .tl-bar')) {
       if (!shown(el)) continue;
       const c = el.closest('.card').getBoundingClientRect();
       const r = el.getBoundingClientRect();
@@ -347,6 +347,23 @@ for (const [i, vp] of [{ width: 1280, height: 800 }, PHONE].entries()) {
       });
       await page.click('#toast'); // dismissed on a click
       await page.waitForSelector('#toast[hidden]', { state: 'attached' });
+
+      // The purchase's timeline, drawn from its answer's Server-Timing:
+      // each phase in the legend, the bar whole inside its card.
+      await page.waitForSelector('#buy-timeline:not([hidden]) svg.tl-bar rect.tl-tx');
+      const tl = await page.evaluate(() => {
+        const el = document.querySelector('#buy-timeline');
+        const c = el.closest('.card').getBoundingClientRect();
+        const b = el.querySelector('svg.tl-bar').getBoundingClientRect();
+        return {
+          inside: b.width > 50 && b.left >= c.left - 0.5 && b.right <= c.right + 0.5,
+          phases: [...el.querySelectorAll('li')].map((li) => li.dataset.phase + ' ' + li.innerText),
+        };
+      });
+      assert.ok(tl.inside, 'the timeline lies inside its card');
+      for (const p of ['queue', 'lock', 'tx', 'rest']) {
+        assert.ok(tl.phases.some((s) => new RegExp(`^${p} .*\\d ms$`).test(s)), `timeline phase ${p}: ${tl.phases.join('; ')}`);
+      }
     } finally {
       await page.setViewportSize(DESKTOP);
     }

@@ -92,9 +92,10 @@ func newLogger(c platform.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// backends opens the database (migrated) and Redis of a configuration.
-func backends(ctx context.Context, c platform.Config, log *slog.Logger) (*platform.DB, *platform.Redis, error) {
-	db, err := platform.OpenDBPool(ctx, c.MySQLDSN, c.SQLitePath, c.DBMaxConns, log)
+// backends opens the database (migrated) and Redis of a configuration,
+// both traced when tr is on.
+func backends(ctx context.Context, c platform.Config, log *slog.Logger, tr *platform.Tracing) (*platform.DB, *platform.Redis, error) {
+	db, err := platform.OpenDBPool(ctx, c.MySQLDSN, c.SQLitePath, c.DBMaxConns, log, tr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,6 +104,9 @@ func backends(ctx context.Context, c platform.Config, log *slog.Logger) (*platfo
 		return nil, nil, err
 	}
 	rdb, err := platform.OpenRedis(c.RedisURL, c.RedisMaster, c.EmbeddedRedis)
+	if err == nil {
+		err = tr.InstrumentRedis(rdb)
+	}
 	if err != nil {
 		db.Close()
 		return nil, nil, err

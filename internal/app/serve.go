@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -74,7 +75,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		defer stop()
 	}
-	db, rdb, err := backends(ctx, c, log)
+	tr, err := platform.OpenTracing(ctx, c, Version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("tracing: spans still buffered were not sent", "err", err)
+		}
+	}()
+	db, rdb, err := backends(ctx, c, log, tr)
 	if err != nil {
 		return err
 	}
@@ -119,6 +131,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		LabRoutes:     c.LabRoutes, LabSwitches: c.Lab(), Background: bg,
 		SelfURL: func() string { return self },
 		Limits:  limitsOf(c, rdb),
+		Tracing: tracingOf(tr),
 	})
 
 	srv := newServer(c, handler)
@@ -157,4 +170,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// tracingOf is the HTTP layer's view of tr; nil when tracing is off.
+func tracingOf(tr *platform.Tracing) *httpapi.Tracing {
+	if tr == nil {
+		return nil
+	}
+	return &httpapi.Tracing{Provider: tr.Provider, Propagator: tr.Propagator}
 }

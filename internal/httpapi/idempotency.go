@@ -40,6 +40,9 @@ func (r response) write(c *gin.Context) {
 		c.Header(k, v)
 	}
 	c.Header("Content-Length", strconv.Itoa(len(r.body)))
+	if st := serverTiming(c); st != "" {
+		c.Header("Server-Timing", st)
+	}
 	c.Status(r.status)
 	_, _ = c.Writer.Write(r.body)
 	c.Abort()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
+
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // Limits are the HTTP layer's abuse limits of README's "Limits and abuse"
@@ -49,7 +51,9 @@ func (a *api) allowWith(ctx context.Context, c *gin.Context, class string, lim r
 	if a.limits.Limiter == nil || lim.IsZero() {
 		return true
 	}
-	res, err := a.limits.Limiter.Allow(ctx, a.limits.KeyPrefix+"rl:"+class+":"+subject, lim)
+	rctx, span := tracing.Begin(ctx, tracing.RateLimit)
+	res, err := a.limits.Limiter.Allow(rctx, a.limits.KeyPrefix+"rl:"+class+":"+subject, lim)
+	span.End(err)
 	if err != nil {
 		logger(c).Debug("rate limit not checked: Redis did not answer", "class", class, "err", err)
 		return true

@@ -41,21 +41,25 @@ func requestID(base *slog.Logger) gin.HandlerFunc {
 			id = hex.EncodeToString(b[:])
 		}
 		c.Writer.Header()["X-Request-Id"] = []string{id} // canonical, as Set would store it, without making it anew
-		c.Set(ctxLogger, &requestLog{base: base, id: id})
+		c.Set(ctxLogger, &requestLog{base: base, id: id, trace: traceID(c.Request.Context())})
 		c.Next()
 	}
 }
 
 // requestLog is a request's logger, made on first use.
 type requestLog struct {
-	base *slog.Logger
-	id   string
-	l    *slog.Logger
+	base  *slog.Logger
+	id    string
+	trace string // the sampled trace's id; empty: none
+	l     *slog.Logger
 }
 
 func (r *requestLog) logger() *slog.Logger {
 	if r.l == nil {
 		r.l = r.base.With("request_id", r.id)
+		if r.trace != "" {
+			r.l = r.l.With("trace_id", r.trace)
+		}
 	}
 	return r.l
 }
@@ -108,7 +112,7 @@ func accessLog(m *httpMetrics) gin.HandlerFunc {
 		elapsed := time.Since(start)
 		method := methodLabel(c.Request.Method)
 		m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-		m.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
+		observe(c.Request.Context(), m.latency.WithLabelValues(method, route), elapsed.Seconds())
 		level := slog.LevelInfo
 		switch {
 		case route == "/healthz" || route == "/readyz" || route == "/metrics":

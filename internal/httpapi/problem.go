@@ -175,6 +175,7 @@ func problemOf(c *gin.Context, err error) wire.Problem {
 		p = problemFor(newError("unavailable", "the request was cancelled before it finished"))
 	}
 	p.Instance = c.Request.URL.Path
+	p.TraceID = traceID(c.Request.Context())
 	return p
 }
 
@@ -242,7 +243,7 @@ type memoKey struct{ detail, instance string }
 const maxMemoBodies = 4096
 
 func (b *bodyMemo) of(p wire.Problem) []byte {
-	if p.Errors != nil {
+	if p.Errors != nil || p.TraceID != "" {
 		return mustJSON(p)
 	}
 	k := memoKey{p.Detail, p.Instance}

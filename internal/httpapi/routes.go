@@ -21,8 +21,8 @@ func routes(r *gin.Engine, d Deps, a *api, metrics http.Handler) {
 	v1.GET("/products/:id", a.getProduct)
 
 	user := v1.Group("", a.auth.user())
-	user.POST("/seckill/:product_id/orders", a.seckill)
-	user.POST("/orders", a.createOrder)
+	user.POST("/seckill/:product_id/orders", timed, a.seckill)
+	user.POST("/orders", timed, a.createOrder)
 	user.GET("/orders", a.listOrders)
 	user.GET("/orders/:order_no", a.getOrder)
 	user.POST("/orders/:order_no/cancel", a.cancelOrder)

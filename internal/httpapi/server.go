@@ -65,6 +65,9 @@ type Deps struct {
 	// Limits are the rate limits, the unpaid-units cap and the request
 	// timeout (README "Limits and abuse").
 	Limits Limits
+
+	// Tracing is OpenTelemetry tracing; nil: off.
+	Tracing *Tracing
 }
 
 // New builds the router with every route of the API.
@@ -82,6 +85,9 @@ func New(d Deps) http.Handler {
 		d.Log.Error("SHOP_TRUSTED_PROXIES: trusting no proxy", "err", err)
 		_ = r.SetTrustedProxies(nil)
 	}
+	if d.Tracing != nil {
+		r.Use(routeSpan)
+	}
 	r.Use(requestID(d.Log), noSniff, accessLog(m), recovery(), ambiguousLength(), requestTimeout(d.Limits.RequestTimeout), readBody())
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, newError("not_found", "no route "+truncate(c.Request.URL.Path, 256)))
@@ -98,8 +104,10 @@ func New(d Deps) http.Handler {
 	if a.bg == nil {
 		a.bg = context.Background()
 	}
-	routes(r, d, a, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
-	return r
+	// OpenMetrics, so the latency histograms' exemplars (trace ids) are
+	// served; a scraper that asks for the text format still gets it.
+	routes(r, d, a, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry, EnableOpenMetrics: true}))
+	return traced(r, d.Tracing)
 }
 
 func healthz(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }

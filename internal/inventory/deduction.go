@@ -125,6 +125,10 @@ func (d *Deduction) lockWait() time.Duration {
 // (order runs it on a context of its own until the deadline).
 func (d *Deduction) Context() context.Context { return d.held.ctx }
 
+// Fence is the fencing token of the hold Next took (its first lock's; the
+// zero Fence without a lock).
+func (d *Deduction) Fence() Fence { return d.held.fence(d.claim.first) }
+
 // DeductTx takes stock for wants, in arrival order, inside the caller's
 // transaction, under the hold Next took: a want is served while enough is
 // left, so the first buyers get the last units and the rest get the exact

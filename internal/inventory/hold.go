@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill-lab/shop/internal/grace"
 	"github.com/seckill-lab/shop/internal/lockx"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // A hold is the one way inventory holds a product's stock: every write to
@@ -54,25 +55,37 @@ type hold struct {
 	under    []context.Context // the context each lock was taken under, for its release
 	ctx      context.Context   // the work's
 	pausable bool              // the lab's pause may stop it: no watchdog (claim.pausable)
+	span     tracing.Span      // the hold's, ended by its release
 }
 
 // acquire takes c's locks of product id, waiting up to wait for each, under
 // ctx (a hold's context outlives its request: see HoldPast).
 func (s *Service) acquire(ctx context.Context, id int64, c claim, wait time.Duration) (*hold, error) {
 	h := &hold{s: s, id: id, claim: c, ctx: ctx, pausable: c.pausable && s.cfg.PauseAfterLock > 0}
+	if !c.locks() {
+		return h, nil
+	}
+	h.ctx, h.span = tracing.Start(ctx, "inventory.lock")
+	h.span.Int("shop.product.id", id)
+	h.span.Int("shop.lock.bucket", int64(c.first))
+	base := h.ctx
+	_, waiting := tracing.Begin(base, tracing.LockWait)
 	opts := lockx.AcquireOptions{TTL: s.cfg.LockTTL, Wait: wait, Watchdog: !h.pausable}
 	for b := c.first; b <= c.last; b++ {
 		l, err := s.locks.Acquire(h.ctx, bucketKey(id, b), opts)
 		if err != nil {
 			err = s.holdErr(id, h.pausable, err)
+			waiting.End(err)
 			_ = h.release(err) // the locks taken so far; err stands
 			return nil, err
 		}
 		h.locks, h.under = append(h.locks, l), append(h.under, h.ctx)
 		h.ctx = l.Context()
 	}
+	waiting.End(nil)
+	h.span.Int("shop.lock.fence", h.locks[0].Fence().Number)
 	if h.pausable {
-		h.ctx = ctx
+		h.ctx = base
 	}
 	return h, nil
 }
@@ -89,10 +102,16 @@ func (h *hold) fence(b int) Fence {
 // release ends h's locks, innermost first, after the work under them ended
 // with err, and reports the outcome (holdErr).
 func (h *hold) release(err error) error {
+	if !h.claim.locks() {
+		return err
+	}
+	rctx, release := tracing.Start(h.ctx, "inventory.lock.release")
 	for i := len(h.locks) - 1; i >= 0; i-- {
-		err = h.s.holdErr(h.id, h.pausable, h.s.locks.End(h.under[i], h.locks[i], err))
+		err = h.s.holdErr(h.id, h.pausable, h.s.locks.End(tracing.Within(h.under[i], rctx), h.locks[i], err))
 	}
 	h.locks = nil
+	release.End(err)
+	h.span.End(err)
 	return err
 }
 

@@ -105,7 +105,7 @@ func (w *waitLoop) run(a attempt, err error) (*Lock, error) {
 	bo := backoff{min: w.cfg.minBackoff, max: w.cfg.maxBackoff}
 	retry := time.NewTimer(bo.after(a, err))
 	defer retry.Stop()
-	defer func() { w.cfg.m.waited(w.start, w.retries) }()
+	defer func() { w.cfg.m.waited(w.ctx, w.start, w.retries) }()
 	w.results = make(chan attemptResult, 1)
 	for {
 		select {

@@ -1,9 +1,11 @@
 package lockx
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Metrics is a prometheus.Collector for everything lockx does. Register it
@@ -109,11 +111,20 @@ func (m *Metrics) acquired(result string, start time.Time) {
 	}
 }
 
-func (m *Metrics) waited(start time.Time, retries int) {
-	if m != nil {
-		m.wait.Observe(time.Since(start).Seconds())
-		m.retries.Add(float64(retries))
+// waited records a wait that ended; its exemplar is ctx's trace, when
+// that one is sampled, so a slow lock-wait bucket links to a wait in a
+// trace.
+func (m *Metrics) waited(ctx context.Context, start time.Time, retries int) {
+	if m == nil {
+		return
 	}
+	d := time.Since(start).Seconds()
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		m.wait.(prometheus.ExemplarObserver).ObserveWithExemplar(d, prometheus.Labels{"trace_id": sc.TraceID().String()})
+	} else {
+		m.wait.Observe(d)
+	}
+	m.retries.Add(float64(retries))
 }
 
 func (m *Metrics) heldInc() {

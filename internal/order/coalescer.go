@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // Orders for one product are coalesced: each instance queues them, and one
@@ -25,6 +27,7 @@ type request struct {
 	// deadline is the request's own (zero: none): its batch waits for the
 	// product lock no longer than its oldest request may still wait.
 	deadline time.Time
+	rider    tracing.Rider // its queue wait, span and Server-Timing
 }
 
 // result is a request's answer.

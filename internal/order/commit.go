@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/grace"
 	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // runBatch is a leader's turn: place the batch, answer each request, and
@@ -63,7 +64,9 @@ func (s *Service) placeSafely(productID int64, batch []*request, committed func(
 			}
 		}
 	}()
-	ctx := s.bg
+	ctx, span := tracing.Batch(s.bg, batch, func(r *request) *tracing.Rider { return &r.rider })
+	span.Int("shop.product.id", productID)
+	defer span.End(nil)
 	if d, ok := earliestDeadline(batch); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, d)
@@ -178,8 +181,13 @@ func (s *Service) commitHeld(d *inventory.Deduction, productID int64, batch []*r
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end.tx)
 	defer cancel()
+	ctx, span := tracing.Begin(ctx, tracing.Tx)
+	span.Int("shop.batch.size", int64(len(batch)))
+	span.Int("shop.lock.fence", d.Fence().Number)
+	defer func() { span.End(err) }()
 	var got []result // this transaction's results; res once it committed
 	for attempt := 1; ; attempt++ {
+		span.Int("shop.tx.attempts", int64(attempt))
 		committing := false
 		err = dbx.TxOnce(ctx, s.db, func(tx *gorm.DB) error {
 			got = slices.Clone(res)

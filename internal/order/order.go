@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // Errors the HTTP layer maps to problem codes.
@@ -143,7 +144,7 @@ func (s *Service) Regular(ctx context.Context, userID, productID, quantity int64
 // or, locks false, the product's strategy takes no lock) and waits for the
 // batch's answer, whatever ctx does: the batch runs to its end either way.
 func (s *Service) place(ctx context.Context, o Order, locks bool) (Order, bool, error) {
-	r := &request{o: o, done: make(chan result, 1)}
+	r := &request{o: o, done: make(chan result, 1), rider: tracing.Board(ctx)}
 	r.deadline, _ = ctx.Deadline()
 	if s.cfg.BatchMax <= 1 || !locks || !s.batches.submit(r) {
 		s.markAll(s.answerBatch(o.ProductID, []*request{r}))
@@ -173,6 +174,7 @@ func (s *Service) await(ctx context.Context, r *request) result {
 	case <-ctx.Done():
 	}
 	if s.batches.withdraw(r) {
+		r.rider.Leave(context.Cause(ctx))
 		return result{err: fmt.Errorf("%w: the request's deadline passed while batches before it held the product lock: %w", inventory.ErrBusy, context.Cause(ctx))}
 	}
 	return <-r.done

@@ -53,7 +53,14 @@ type Config struct {
 	LogLevel      string
 	LogFormat     string
 	PprofAddr     string // listen address of net/http/pprof; empty: off
-	LabRoutes     bool
+
+	// Tracing (OpenTelemetry's standard variables): off unless
+	// OTLPEndpoint names a collector.
+	OTLPEndpoint    string
+	ServiceName     string
+	TraceSampler    string
+	TraceSamplerArg string
+	LabRoutes       bool
 
 	LabPauseAfterLock   time.Duration
 	LabPauseProbability float64
@@ -214,6 +221,10 @@ var settings = []setting{
 	{"log-level", "SHOP_LOG_LEVEL", "info", "debug, info, warn or error", str(func(c *Config) *string { return &c.LogLevel })},
 	{"log-format", "SHOP_LOG_FORMAT", "text", "text or json", str(func(c *Config) *string { return &c.LogFormat })},
 	{"pprof-addr", "SHOP_PPROF_ADDR", "", "listen address of the Go profiler (net/http/pprof under /debug/pprof/, its own listener, no auth: bind it to loopback); empty: off", str(func(c *Config) *string { return &c.PprofAddr })},
+	{"otel-exporter-otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OpenTelemetry tracing: base URL of the OTLP/HTTP collector the spans go to (/v1/traces is appended), e.g. http://127.0.0.1:4318; empty: tracing off, at no cost", str(func(c *Config) *string { return &c.OTLPEndpoint })},
+	{"otel-service-name", "OTEL_SERVICE_NAME", "shop", "service.name of the spans", str(func(c *Config) *string { return &c.ServiceName })},
+	{"otel-traces-sampler", "OTEL_TRACES_SAMPLER", "parentbased_always_on", "which requests are traced: always_on, always_off, traceidratio, or parentbased_ one of them (a traceparent from nginx or k6 decides when it comes)", str(func(c *Config) *string { return &c.TraceSampler })},
+	{"otel-traces-sampler-arg", "OTEL_TRACES_SAMPLER_ARG", "", "the ratio (0..1) of the traceidratio samplers; empty: 1", str(func(c *Config) *string { return &c.TraceSamplerArg })},
 	{"lab-routes", "SHOP_LAB_ROUTES", "true", "serve the admin-only lab routes (server-side flash-sale race)", boolean(func(c *Config) *bool { return &c.LabRoutes })},
 	{"lab-pause-after-lock", "SHOP_LAB_PAUSE_AFTER_LOCK", "0s", "LAB FAULT: pause a lock holder this long after it obtains the lock", dur(func(c *Config) *time.Duration { return &c.LabPauseAfterLock })},
 	{"lab-pause-probability", "SHOP_LAB_PAUSE_PROBABILITY", "1", "LAB FAULT: probability (0..1) that a holder pauses", func(c *Config, v string) error {
@@ -338,6 +349,9 @@ func (c Config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("SHOP_LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
+	}
+	if _, err := samplerOf(c.TraceSampler, c.TraceSamplerArg); err != nil {
+		errs = append(errs, err)
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		bad("SHOP_ADMIN_TOKEN", "must be at least 16 characters")

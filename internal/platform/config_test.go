@@ -232,7 +232,8 @@ func TestSettingsAreComplete(t *testing.T) {
 	seenEnv, seenFlag := map[string]bool{}, map[string]bool{}
 	for _, s := range Settings() {
 		env, flag, usage := s[0], s[1], s[3]
-		if !strings.HasPrefix(env, "SHOP_") || !strings.HasPrefix(flag, "--") || usage == "" {
+		// SHOP_ is the shop's own; OTEL_ are OpenTelemetry's standard names.
+		if !(strings.HasPrefix(env, "SHOP_") || strings.HasPrefix(env, "OTEL_")) || !strings.HasPrefix(flag, "--") || usage == "" {
 			t.Errorf("malformed setting %q", s)
 		}
 		if seenEnv[env] || seenFlag[flag] {

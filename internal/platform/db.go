@@ -8,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -29,18 +27,23 @@ type DB struct {
 
 // OpenDB opens MySQL/MariaDB when dsn is set, else the SQLite file at path.
 func OpenDB(ctx context.Context, dsn, path string, log *slog.Logger) (*DB, error) {
-	return OpenDBPool(ctx, dsn, path, 20, log)
+	return OpenDBPool(ctx, dsn, path, 20, log, nil)
 }
 
-// OpenDBPool is OpenDB with the MySQL pool size given (SHOP_DB_MAX_CONNS).
-func OpenDBPool(ctx context.Context, dsn, path string, maxConns int, log *slog.Logger) (*DB, error) {
+// OpenDBPool is OpenDB with the MySQL pool size given (SHOP_DB_MAX_CONNS),
+// its statements traced when tr is on (nil: off).
+func OpenDBPool(ctx context.Context, dsn, path string, maxConns int, log *slog.Logger, tr *Tracing) (*DB, error) {
 	cfg := &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true, NowFunc: func() time.Time { return time.Now().UTC() }}
 	if dsn != "" {
 		norm, err := normalizeMySQLDSN(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("SHOP_MYSQL_DSN: %w", err)
 		}
-		g, err := gorm.Open(mysql.Open(norm), cfg)
+		dial, err := tr.dialector(DialectMySQL, norm)
+		if err != nil {
+			return nil, err
+		}
+		g, err := gorm.Open(dial, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open mysql: %w", err)
 		}
@@ -72,7 +75,10 @@ func OpenDBPool(ctx context.Context, dsn, path string, maxConns int, log *slog.L
 	var g *gorm.DB
 	var err error
 	for attempt := 1; ; attempt++ {
-		g, err = gorm.Open(sqlite.Open("file:"+path+"?"+q.Encode()), cfg)
+		var dial gorm.Dialector
+		if dial, err = tr.dialector(DialectSQLite, "file:"+path+"?"+q.Encode()); err == nil {
+			g, err = gorm.Open(dial, cfg)
+		}
 		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "database is locked") {
 			break
 		}

@@ -22,7 +22,7 @@ func TestREADMEListsEverySetting(t *testing.T) {
 	}
 	rows := map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "| `SHOP_") {
+		if strings.HasPrefix(line, "| `SHOP_") || strings.HasPrefix(line, "| `OTEL_") {
 			env, _, _ := strings.Cut(strings.TrimPrefix(line, "| `"), "`")
 			rows[env] = line
 		}

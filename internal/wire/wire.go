@@ -75,4 +75,7 @@ type Problem struct {
 	Errors    map[string]string `json:"errors,omitempty"`
 	OrderNo   string            `json:"order_no,omitempty"`
 	ProductID int64             `json:"product_id,omitempty"`
+	// TraceID is the request's trace, when it was traced and sampled:
+	// the id to look it up by in the trace backend.
+	TraceID string `json:"trace_id,omitempty"`
 }

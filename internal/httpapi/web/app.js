@@ -62,6 +62,7 @@ async function api(method, path, { token, body, key } = {}) {
     init.body = JSON.stringify(body);
   }
   let res;
+  const start = performance.now();
   try {
     res = await fetch(path, init);
   } catch (e) {
@@ -70,7 +71,8 @@ async function api(method, path, { token, body, key } = {}) {
   let data = null;
   const text = await res.text();
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
-  const out = { ok: res.ok, status: res.status, method, path, key, data, replayed: res.headers.get('Idempotent-Replayed') === 'true' };
+  const out = { ok: res.ok, status: res.status, method, path, key, data, replayed: res.headers.get('Idempotent-Replayed') === 'true',
+    elapsed: performance.now() - start, timing: serverTiming(res.headers.get('Server-Timing')) };
   if (!res.ok) {
     const isProblem = (res.headers.get('Content-Type') || '').includes('application/problem+json');
     out.problem = isProblem && data ? data : { title: statusText[res.status] || 'HTTP ' + res.status, detail: text.slice(0, 200) };
@@ -305,10 +307,58 @@ function toast(box) {
   toastTimer = setTimeout(() => { t.hidden = true; }, 8000);
 }
 
+// serverTiming reads a Server-Timing header (the shop's order answers name
+// their phases: ratelimit, queue, lock, tx) into [{name, desc, ms}].
+function serverTiming(header) {
+  if (!header) return [];
+  return header.split(',').map((metric) => {
+    const [name, ...params] = metric.split(';').map((s) => s.trim());
+    const t = { name, desc: name, ms: 0 };
+    for (const p of params) {
+      const [k, v = ''] = p.split('=');
+      if (k === 'dur') t.ms = parseFloat(v) || 0;
+      if (k === 'desc') t.desc = v.replace(/^"|"$/g, '');
+    }
+    return t;
+  }).filter((t) => /^[a-z]+$/.test(t.name));
+}
+
+// drawTimeline draws where a purchase's milliseconds went: its answer's
+// Server-Timing phases in the order they happen, then the rest of the time
+// the page waited (the network, the shop's own work). Contended, the queue
+// and the lock wait grow; alone, the transaction is most of it.
+function drawTimeline(el, r) {
+  if (!r.timing || r.timing.length === 0) {
+    el.hidden = true;
+    el.replaceChildren();
+    return;
+  }
+  const phases = [...r.timing];
+  const sum = phases.reduce((a, t) => a + t.ms, 0);
+  const total = Math.max(r.elapsed || 0, sum);
+  phases.push({ name: 'rest', desc: 'network and the rest', ms: total - sum });
+  let x = 0;
+  const bar = svg('svg', { class: 'tl-bar', viewBox: '0 0 1000 20', preserveAspectRatio: 'none', role: 'img',
+    'aria-label': phases.map((t) => `${t.desc} ${t.ms.toFixed(1)} ms`).join(', ') });
+  for (const t of phases) {
+    const w = total > 0 ? (t.ms / total) * 1000 : 0;
+    bar.append(svg('rect', { class: 'tl-' + t.name, x: x.toFixed(1), y: 0, width: Math.max(w, 0).toFixed(1), height: 20 },
+      svg('title', {}, `${t.desc}: ${t.ms.toFixed(2)} ms`)));
+    x += w;
+  }
+  el.replaceChildren(
+    h('div', { class: 'tl-title' }, `Where its ${total.toFixed(1)} ms went (Server-Timing)`),
+    bar,
+    h('ul', { class: 'tl-legend' }, phases.map((t) => h('li', { 'data-phase': t.name },
+      h('i', { class: 'tl-' + t.name }), `${t.desc} `, h('b', {}, `${t.ms.toFixed(1)} ms`)))));
+  el.hidden = false;
+}
+
 async function buy(productId) {
   const box = $('buy-result');
   if (needLogin(box)) return;
   const r = await api('POST', `/api/v1/seckill/${productId}/orders`, { token: state.userToken });
+  drawTimeline($('buy-timeline'), r);
   const o = r.data;
   show(box, r, r.ok && [r.status === 201 ? 'order ' : 'your existing order ', h('code', {}, short(o.order_no)), ` for product #${o.product_id}, ${money(o.amount_cents)}: pay it in My orders`]);
   toast(box);
@@ -348,6 +398,7 @@ async function sendOrder() {
   const { key, body } = state.lastOrder;
   showKey($('order-key'), key, 'order');
   const r = await api('POST', '/api/v1/orders', { token: state.userToken, key, body });
+  drawTimeline($('order-timeline'), r);
   const o = r.data;
   show(box, r, r.ok && ['order ', h('code', {}, short(o.order_no)), `: ${o.quantity} × product #${o.product_id}, ${money(o.amount_cents)}`]);
   toast(box);
