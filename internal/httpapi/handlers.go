@@ -37,6 +37,7 @@ type api struct {
 	noIdem    bool
 	demoLogin bool
 	limits    Limits
+	queued    *order.Queued // nil: the synchronous seckill mode
 }
 
 // canonicalID is the only spelling of an id in a path: no sign, no leading
@@ -235,6 +236,10 @@ func (a *api) restock(c *gin.Context) {
 func orderLocation(o order.Order) string { return "/api/v1/orders/" + o.OrderNo }
 
 func (a *api) seckill(c *gin.Context) {
+	if a.queued != nil {
+		a.seckillQueued(c)
+		return
+	}
 	var req struct{}
 	if err := decode(c, &req, bodyOptional); err != nil {
 		writeError(c, err)
@@ -352,6 +357,10 @@ func (a *api) getOrder(c *gin.Context) {
 	no, err := pathOrderNo(c)
 	if err != nil {
 		writeError(c, err)
+		return
+	}
+	if a.queued != nil {
+		a.getQueuedOrder(c, no)
 		return
 	}
 	o, err := a.orders.Get(c.Request.Context(), who(c).UserID, no)

@@ -44,6 +44,8 @@ type Deps struct {
 
 	Products *inventory.Service
 	Orders   *order.Service
+	// Queued is the queued seckill mode (SHOP_SECKILL_MODE=queue); nil: sync.
+	Queued   *order.Queued
 	Payments *payment.Service
 	Idem     *idem.Store
 	Tokens   *idem.Tokens
@@ -92,7 +94,7 @@ func New(d Deps) http.Handler {
 		auth:     newAuthn([]byte(d.AuthSecret), []byte(d.AdminToken), d.TokenTTL),
 		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit, audits: newAuditMetrics(d.Registry),
 		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
-		limits: d.Limits,
+		limits: d.Limits, queued: d.Queued,
 	}
 	routes(r, d, a, promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
 	return r

@@ -126,7 +126,7 @@ func (s *Service) reapAll(ctx context.Context) error {
 
 // anyGated reports whether any product may be deducted by redis-gate here.
 func (s *Service) anyGated() bool {
-	if s.cfg.Strategy == RedisGate {
+	if s.cfg.Strategy == RedisGate || s.cfg.Queued {
 		return true
 	}
 	s.labMu.RLock()
