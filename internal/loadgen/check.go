@@ -122,6 +122,7 @@ func checkOrders(recs []Record, f Facts, v *violations) {
 	}
 	groups := map[string]*group{}
 	var keys []string
+	lostAccepted := map[string]bool{} // an accepted order lost is counted once, however often it was answered
 	for i := range recs {
 		r := &recs[i]
 		if !isOrderOp(r.Op) {
@@ -147,7 +148,9 @@ func checkOrders(recs []Record, f Facts, v *violations) {
 		o, ok := f.Orders[r.OrderNo]
 		switch {
 		case r.Accepted() && !ok && f.Rejected[r.OrderNo]:
+		case r.Accepted() && !ok && lostAccepted[r.OrderNo]:
 		case r.Accepted() && !ok:
+			lostAccepted[r.OrderNo] = true
 			v.add(O3q, r.ProductID, r.UserID, "accepted orders (202 or a queued replay) that ended neither as an order nor as a rejection: %d", row(*r))
 		case r.OrderNo == "":
 			v.add(O3, r.ProductID, r.UserID, "acknowledgements (2xx) naming no order number: %d", row(*r))

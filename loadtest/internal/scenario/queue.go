@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -20,10 +21,12 @@ import (
 // mode (SHOP_SECKILL_MODE=queue) done right and with each of its lab
 // shortcuts, on the local RabbitMQ (SHOP_AMQP_URL, default guest on
 // 127.0.0.1:5672). When the race ends the consumers still hold messages
-// (a batch window of 300 ms keeps them a while): the harness SIGKILLs one
-// instance (then restarts it) and SIGSTOPs another past the AMQP heartbeat
-// (the broker takes its link for dead and delivers its messages again
-// while it still holds them), lets the queue drain and verifies. The safe
+// Its consumers hold each message a while (a batch window of queueWindow):
+// shortly after the sale opened, while they hold the first 202s, the
+// harness SIGKILLs one instance (then restarts it) and SIGSTOPs another
+// past the AMQP heartbeat (the broker takes its link for dead and delivers
+// its messages again while it still holds them), lets the queue drain and
+// verifies. The safe
 // row must stay clean (O3q: every 202 an order or a rejection; no
 // duplicate); the in-process channel and auto-ack lose accepted orders,
 // the consumer without the unique order number duplicates.
@@ -41,7 +44,14 @@ var queueRows = []struct {
 
 // queueFaultStop is how long the SIGSTOPped instance stays stopped: past
 // two AMQP heartbeats (2 s each), so the broker closes its link.
-const queueFaultStop = 6 * time.Second
+// queueWindow is the consumers' batch window (how long they hold a
+// message before placing it) and queueFaultAt when, after the sale opened,
+// the faults strike: within the first window, while the first 202s wait.
+const (
+	queueFaultStop = 6 * time.Second
+	queueWindow    = 1500 * time.Millisecond
+	queueFaultAt   = 800 * time.Millisecond
+)
 
 func amqpURL() string {
 	if u := os.Getenv("SHOP_AMQP_URL"); u != "" {
@@ -72,7 +82,7 @@ func (h runner) queueColumn(ctx context.Context) (rows []report.CompareRow, all 
 
 func (h runner) queueRow(ctx context.Context, row, shortcut string, safe bool) (report.CompareRow, []loadgen.Record) {
 	name := "loadtest." + loadgen.RandomID(8)
-	env := []string{"SHOP_SECKILL_MODE=queue", "SHOP_AMQP_URL=" + amqpURL(), "SHOP_QUEUE_NAME=" + name, "SHOP_BATCH_WINDOW=300ms"}
+	env := []string{"SHOP_SECKILL_MODE=queue", "SHOP_AMQP_URL=" + amqpURL(), "SHOP_QUEUE_NAME=" + name, "SHOP_BATCH_WINDOW=" + queueWindow.String()}
 	if shortcut != "" {
 		env = append(env, "SHOP_LAB_QUEUE_SHORTCUT="+shortcut)
 	}
@@ -82,7 +92,7 @@ func (h runner) queueRow(ctx context.Context, row, shortcut string, safe bool) (
 		return cr, nil
 	}
 	defer deleteQueue(name)
-	e, err := h.Setup(ctx, "compare-queue-"+cmpOr(shortcut, "safe"), harness.Setup{Strategy: inventory.LockFence, Common: env})
+	e, err := h.Setup(ctx, "compare-queue-"+cmp.Or(shortcut, "safe"), harness.Setup{Strategy: inventory.LockFence, Common: env})
 	if err != nil {
 		cr.Error = err.Error()
 		return cr, nil
@@ -90,10 +100,20 @@ func (h runner) queueRow(ctx context.Context, row, shortcut string, safe bool) (
 	defer e.Close()
 	cfg := h.RaceConfig(e, "compare "+row)
 	cfg.Attempts = h.O.Retries
-	res, err := loadgen.Race(ctx, cfg)
-	h.EndProgress()
-	if err == nil {
-		err = queueFaults(ctx, e)
+	loadStart, raced := make(chan time.Time, 1), make(chan struct{})
+	faulted := make(chan error, 1)
+	go func() {
+		select {
+		case t := <-loadStart:
+			harness.Sleep(ctx, time.Until(t.Add(queueFaultAt)))
+		case <-raced: // a race too short to report progress: fault after it
+		}
+		faulted <- queueFaults(ctx, e)
+	}()
+	res, err := h.RaceClocked(ctx, cfg, loadStart)
+	close(raced)
+	if ferr := <-faulted; err == nil {
+		err = ferr
 	}
 	if err == nil {
 		err = drain(ctx, e)
@@ -122,7 +142,8 @@ func (h runner) queueRow(ctx context.Context, row, shortcut string, safe bool) (
 }
 
 // queueFaults: SIGKILL instance 2 and SIGSTOP instance 1 past the
-// heartbeat while they hold messages, then SIGCONT and restart.
+// heartbeat while they hold messages, then SIGCONT and restart (its
+// buyers meanwhile go unanswered or to the other instances).
 func queueFaults(ctx context.Context, e *harness.Env) error {
 	if err := e.Cluster.Kill(1); err != nil {
 		return fmt.Errorf("kill instance 2: %w", err)
@@ -165,11 +186,4 @@ func deleteQueue(name string) {
 	if ch, err := conn.Channel(); err == nil {
 		_, _ = ch.QueueDelete(name, false, false, false)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
