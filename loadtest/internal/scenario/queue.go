@@ -36,10 +36,10 @@ var queueRows = []struct {
 	row, shortcut string
 	safe          bool
 }{
-	{"queue: manual ack, unique order number", "", true},
-	{"queue: in-process channel (ack before the database)", "in-process", false},
-	{"queue: auto-ack on delivery", "auto-ack", false},
-	{"queue: consumer without the unique order number", "no-order-no", false},
+	{"queue (manual ack)", "", true},
+	{"queue, in-process channel", "in-process", false},
+	{"queue, auto-ack", "auto-ack", false},
+	{"queue, no order number", "no-order-no", false},
 }
 
 // queueFaultStop is how long the SIGSTOPped instance stays stopped: past
