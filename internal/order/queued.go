@@ -157,7 +157,7 @@ func (q *Queued) Accept(ctx context.Context, userID, productID int64) (t Ticket,
 func (q *Queued) admit(ctx context.Context, r queuedRecord) (Ticket, bool, error) {
 	key := q.queuedKey(r.OrderNo)
 	claim, _ := json.Marshal(r)
-	won, err := q.rdb.SetNX(ctx, key, claim, q.cfg.ConfirmTimeout+time.Second).Result()
+	won, err := q.rdb.SetNX(ctx, key, claim, q.cfg.ConfirmTimeout+claimSlack).Result()
 	switch {
 	case err != nil:
 		return Ticket{}, false, err
@@ -193,6 +193,12 @@ func (q *Queued) admit(ctx context.Context, r queuedRecord) (Ticket, bool, error
 	q.metrics.accepted("confirmed")
 	return r.ticket(), true, nil
 }
+
+// claimSlack is how much longer than the confirm wait an order's claim
+// lives: the gate's admission before the publish may wait for the product
+// lock once (its seed). A claim that outlived its request (the process
+// died) leaves the buyer's repeat busy that long at most.
+const claimSlack = 10 * time.Second
 
 // publish sends r (its message id the order number) and waits for the
 // broker's confirm, ConfirmTimeout at most.
