@@ -58,6 +58,12 @@ func Consume(ctx context.Context, cfg Config, handle func(context.Context, Deliv
 				settle(ctx, cfg, m, handle(ctx, Delivery{ID: m.MessageId, Body: m.Body, Redelivered: m.Redelivered}))
 			})
 		}
+		if ctx.Err() != nil {
+			// Shutting down: the broker stopped delivering; the handlers
+			// still running acknowledge on this channel before it closes,
+			// so a restart does not deliver their messages again.
+			handlers.Wait()
+		}
 		_ = conn.Close()
 		if ctx.Err() == nil {
 			cfg.Log.Warn("queue consumer: connection lost; its unacknowledged messages go back to the queue", "queue", cfg.Queue)
