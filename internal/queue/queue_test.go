@@ -42,7 +42,10 @@ func TestInProcess(t *testing.T) {
 	got := make(chan Delivery, 1)
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); p.Consume(cctx, 2, func(_ context.Context, d Delivery) bool { got <- d; return true }) }()
+	go func() {
+		defer close(done)
+		p.Consume(cctx, 2, func(_ context.Context, d Delivery) bool { got <- d; return true })
+	}()
 	if d := <-got; d.ID != "a" || string(d.Body) != "1" {
 		t.Fatalf("delivered %+v", d)
 	}
