@@ -83,6 +83,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	fs.Float64Var(&o.Bench.InstanceCPU, "instance-cpu", 0, "put every shop instance of --scenario bench in a cgroup of its own allowing it this many CPUs (e.g. 0.3), as on a host of its own; needs root and the cgroup v1 cpu controller; 0: no cap")
 	fs.IntVar(&o.Bench.MaxProcs, "bench-maxprocs", 0, "SHOP_MAXPROCS of every shop instance of --scenario bench (0: the shop's default, Go's GOMAXPROCS); one phase measures an instance at the other setting (1 against Go's default, Go's default against N) between two halves of one at this one")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of the partition scenario's fault schedule, printed in its report so a run replays (0: a random one)")
+	fs.BoolVar(&o.CompareQueue, "compare-queue", true, "compare also runs the queue column: the queued seckill mode (SHOP_SECKILL_MODE=queue) and its lab shortcuts on RabbitMQ (SHOP_AMQP_URL, default guest@127.0.0.1:5672), a consumer killed and one stopped past the heartbeat")
 	fs.BoolVar(&o.CompareNet, "compare-partitions", false, "compare also runs naive, lock, lock-conditional and lock-fence under the partition scenario's seeded network faults (the partition column)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

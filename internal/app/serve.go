@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/seckill-lab/shop/internal/httpapi"
+	"github.com/seckill-lab/shop/internal/order"
 	"github.com/seckill-lab/shop/internal/platform"
 )
 
@@ -110,6 +111,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	background.Go(func() { svc.products.Follow(bg) })
 	background.Go(func() { svc.orders.RunSweeper(bg, c.SweepInterval, c.PaymentTimeout) })
 	background.Go(func() { svc.products.RunGateReaper(bg, c.SweepInterval) })
+	var queued *order.Queued
+	if svc.queue != nil {
+		queued = svc.queue.queued
+		if svc.queue.consume != nil {
+			background.Go(func() { svc.queue.consume(bg) })
+		}
+	}
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
@@ -125,7 +133,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			"redis":    httpapi.PingFunc(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }),
 		},
 		AdminToken: c.AdminToken, AuthSecret: c.AuthSecret, TokenTTL: c.TokenTTL, DemoLogin: c.DemoLogin,
-		Products: svc.products, Orders: svc.orders, Payments: svc.payments, Idem: svc.idem, Tokens: svc.tokens,
+		Products: svc.products, Orders: svc.orders, Queued: queued, Payments: svc.payments, Idem: svc.idem, Tokens: svc.tokens,
 		Audit:         svc.audit,
 		NoIdempotency: c.LabNoIdempotency,
 		LabRoutes:     c.LabRoutes, LabSwitches: c.Lab(), Background: bg,

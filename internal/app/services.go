@@ -23,6 +23,7 @@ type services struct {
 	locks    *lockx.Client
 	products *inventory.Service
 	orders   *order.Service
+	queue    *queueMode // nil: the synchronous seckill mode
 	payments *payment.Service
 	idem     *idem.Store
 	tokens   *idem.Tokens
@@ -35,7 +36,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	locks := lockx.New(rdb, lockx.Options{Prefix: c.RedisPrefix + "lock:", Metrics: lockMetrics, Logger: log, WaitReplicas: int(c.LockReplicas)})
 	products := inventory.New(db.DB, locks, rdb, inventory.Config{
 		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait,
-		KeyPrefix: c.RedisPrefix, SoldOutRecheck: c.SoldOutCache, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
+		KeyPrefix: c.RedisPrefix, Queued: c.SeckillMode == platform.SeckillQueue, SoldOutRecheck: c.SoldOutCache, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
 		Buckets: int(c.StockBuckets), HomeBucket: int(c.HomeBucket),
 	}, inventory.NewMetrics(reg), log)
 	markers := idem.NewMarkers(rdb.PerRequest(), c.RedisPrefix+"done:", c.IdemRetention)
@@ -45,7 +46,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	payments := payment.New(db.DB, locks, payment.Config{LockTTL: c.LockTTL, LockWait: c.LockWait, SlowPayment: c.LabSlowPayment},
 		payment.NewMetrics(reg), log)
 	return &services{
-		db: db, locks: locks, products: products, orders: orders, payments: payments,
+		db: db, locks: locks, products: products, orders: orders, payments: payments, queue: newQueueMode(c, orders, rdb, reg, log),
 		idem:   idem.NewStore(rdb, idem.StoreOptions{Prefix: c.RedisPrefix + "idem:", Lease: c.IdemLease, Retention: c.IdemRetention, Keep: grace.Keep, Metrics: idemMetrics}),
 		tokens: idem.NewTokens(rdb, c.RedisPrefix+"form:", 5*time.Minute).WithMetrics(idemMetrics),
 	}
@@ -58,6 +59,9 @@ func (s *services) audit(ctx context.Context, o audit.Options) (audit.Report, er
 
 // close waits for order batches still running, then stops the lock client.
 func (s *services) close() {
+	if s.queue != nil {
+		s.queue.close()
+	}
 	s.orders.Wait()
 	_ = s.locks.Close()
 }

@@ -38,6 +38,7 @@ type api struct {
 	demoLogin bool
 	limits    Limits
 	bg        context.Context // ends when the instance stops: settle runs under it
+	queued    *order.Queued   // nil: the synchronous seckill mode
 }
 
 // canonicalID is the only spelling of an id in a path: no sign, no leading
@@ -236,6 +237,10 @@ func (a *api) restock(c *gin.Context) {
 func orderLocation(o order.Order) string { return "/api/v1/orders/" + o.OrderNo }
 
 func (a *api) seckill(c *gin.Context) {
+	if a.queued != nil {
+		a.seckillQueued(c)
+		return
+	}
 	var req struct{}
 	if err := decode(c, &req, bodyOptional); err != nil {
 		writeError(c, err)
@@ -353,6 +358,10 @@ func (a *api) getOrder(c *gin.Context) {
 	no, err := pathOrderNo(c)
 	if err != nil {
 		writeError(c, err)
+		return
+	}
+	if a.queued != nil {
+		a.getQueuedOrder(c, no)
 		return
 	}
 	o, err := a.orders.Get(c.Request.Context(), who(c).UserID, no)

@@ -101,6 +101,7 @@ var errorTable = []struct {
 	{payment.ErrInsufficientFunds, "insufficient_funds", "the wallet balance is less than the order amount; an operator must credit the wallet first"},
 	{payment.ErrAlreadyPaid, "already_paid", "this order is already paid; nothing was charged"},
 	{payment.ErrBusy, "busy", "account busy, retry later"},
+	{order.ErrNotAccepted, "unavailable", "the queue did not confirm the order in time; nothing was promised, retry later"},
 	{order.ErrUnpaidLimit, "unpaid_limit", "too many unpaid units are held; pay or cancel pending orders first"},
 	{order.ErrOutcomeUnknown, "outcome_unknown", "the database did not tell in time whether the order was placed: it may exist or not; retry the same request (same Idempotency-Key, or for a seckill the same product) to learn it: the retry answers the order if it exists or places it once, never twice"},
 }

@@ -44,6 +44,8 @@ type Deps struct {
 
 	Products *inventory.Service
 	Orders   *order.Service
+	// Queued is the queued seckill mode (SHOP_SECKILL_MODE=queue); nil: sync.
+	Queued   *order.Queued
 	Payments *payment.Service
 	Idem     *idem.Store
 	Tokens   *idem.Tokens
@@ -99,7 +101,7 @@ func New(d Deps) http.Handler {
 		auth:     newAuthn([]byte(d.AuthSecret), []byte(d.AdminToken), d.TokenTTL),
 		products: d.Products, orders: d.Orders, payments: d.Payments, idem: d.Idem, tokens: d.Tokens, audit: d.Audit, audits: newAuditMetrics(d.Registry),
 		cursors: cursors{key: []byte("cursor:" + d.AuthSecret)}, noIdem: d.NoIdempotency, demoLogin: d.DemoLogin,
-		limits: d.Limits, bg: d.Background,
+		limits: d.Limits, bg: d.Background, queued: d.Queued,
 	}
 	if a.bg == nil {
 		a.bg = context.Background()

@@ -67,6 +67,9 @@ type Config struct {
 	// HomeBucket is the bucket this instance deducts from first, mod a
 	// product's K; negative = drawn once per process (drawHome).
 	HomeBucket int
+	// Queued: the seckill route admits at the gate whatever the strategy
+	// (queuegate.go), so the gate reaper runs.
+	Queued bool
 
 	// Lab faults, off by default.
 	PauseAfterLock   time.Duration

@@ -131,9 +131,10 @@ func (s *Service) StrategyOf(productID int64) string {
 	return s.cfg.Strategy
 }
 
-// anyGated reports whether any product may be deducted through a gate here.
+// anyGated reports whether any product may be deducted through a gate
+// here, or admitted through one (the queued seckill mode).
 func (s *Service) anyGated() bool {
-	if resolve(s.cfg.Strategy, 1).gated {
+	if resolve(s.cfg.Strategy, 1).gated || s.cfg.Queued {
 		return true
 	}
 	s.labMu.RLock()

@@ -14,8 +14,11 @@ import (
 // Invariants the client records judge (docs/invariants.md), beside audit's.
 const (
 	O3 = "O3" // every acknowledged order exists, as asked
-	O4 = "O4" // every replay names the first order
-	O5 = "O5" // sold out is true (no undersell)
+	// O3q: every accepted order (202, queued mode) ends as an order or a
+	// rejection.
+	O3q = "O3q"
+	O4  = "O4" // every replay names the first order
+	O5  = "O5" // sold out is true (no undersell)
 	// PAY is the payment scenario's own rule: once the sweeper has had its
 	// chance, every order is paid or cancelled, never left pending.
 	PAY = "PAY"
@@ -56,6 +59,9 @@ type Facts struct {
 	// database has no such order), plus every order of the users whose
 	// wallets are checked.
 	Orders map[string]OrderFact
+	// Rejected holds the order numbers of accepted orders the queued mode
+	// rejected (seckill_rejections) among those the records name.
+	Rejected map[string]bool
 	// Stock by product; products absent are not checked for undersell.
 	Stock map[int64]StockFact
 	// Wallets holds balances by user; nil leaves the wallet check out.
@@ -117,6 +123,7 @@ func checkOrders(recs []Record, f Facts, v *violations) {
 	}
 	groups := map[string]*group{}
 	var keys []string
+	lostAccepted := map[string]bool{} // an accepted order lost is counted once, however often it was answered
 	for i := range recs {
 		r := &recs[i]
 		if !isOrderOp(r.Op) {
@@ -137,9 +144,15 @@ func checkOrders(recs []Record, f Facts, v *violations) {
 			g.first = r
 		}
 		g.orders[r.OrderNo] = true
-		// O3: the order the client was told about exists as asked.
+		// O3: the order the client was told about exists as asked; O3q:
+		// an accepted one exists or was rejected.
 		o, ok := f.Orders[r.OrderNo]
 		switch {
+		case r.Accepted() && !ok && f.Rejected[r.OrderNo]:
+		case r.Accepted() && !ok && lostAccepted[r.OrderNo]:
+		case r.Accepted() && !ok:
+			lostAccepted[r.OrderNo] = true
+			v.add(O3q, r.ProductID, r.UserID, "accepted orders (202 or a queued replay) that ended neither as an order nor as a rejection: %d", row(*r))
 		case r.OrderNo == "":
 			v.add(O3, r.ProductID, r.UserID, "acknowledgements (2xx) naming no order number: %d", row(*r))
 		case !ok:
@@ -726,6 +739,10 @@ const (
 // answers that promise nothing changed (every 503 but outcome_unknown).
 func linearAnswer(r Record) (a linear.Answer, effect bool) {
 	switch {
+	case r.OrderStatus == "rejected": // accepted, then never placed: no effect
+		return 0, false
+	case r.Accepted(): // a 202 completes at the consumer's commit, unseen here
+		return linear.Unknown, true
 	case r.OK() && r.Replayed: // a regular order's replay repeats the stored 201
 		return linear.Replayed, true
 	case r.Status == 201:

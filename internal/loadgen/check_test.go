@@ -53,6 +53,10 @@ func TestCheck(t *testing.T) {
 			sk(3, 409, "sold_out", "", false, 30), pay(1, "S1", "k1", 200, false), pay(1, "S1", "k1", 200, true),
 			pay(1, "S1", "k2", 409, false)}, Facts{Orders: orders, Stock: stock(0)}, nil},
 		{"O3: 201 naming a missing order", []Record{sk(3, 201, "", "S3", false, 0)}, Facts{Orders: orders}, []string{O3}},
+		{"queued: 202s placed or rejected, a queued replay", []Record{sk(1, 202, "", "S1", false, 0), sk(4, 202, "", "S4", false, 0),
+			{Op: OpSeckill, UserID: 4, ProductID: 1, Quantity: 1, Status: 200, Replayed: true, OrderNo: "S4", OrderStatus: "rejected", Start: at(20), End: at(30)}},
+			Facts{Orders: orders, Rejected: map[string]bool{"S4": true}}, nil},
+		{"O3q: a 202 neither placed nor rejected", []Record{sk(5, 202, "", "S5", false, 0)}, Facts{Orders: orders, Rejected: map[string]bool{}}, []string{O3q}},
 		{"O3: 201 with another quantity", []Record{{Op: OpOrder, UserID: 1, ProductID: 1, Quantity: 2, Key: "k", Status: 201, OrderNo: "S1"}},
 			Facts{Orders: orders}, []string{O3}},
 		{"O4: one buyer, two orders", []Record{sk(1, 201, "", "S1", false, 0), sk(1, 201, "", "S9", false, 5)},
@@ -282,6 +286,27 @@ func TestCheckDoubts(t *testing.T) {
 		s := Summarize(c.recs)
 		if s.OutcomeUnknown != 1 || s.OutcomeUnknownUnresolved != c.unresolved {
 			t.Errorf("%s: summary outcome_unknown %d, unresolved %d; want 1, %d", c.name, s.OutcomeUnknown, s.OutcomeUnknownUnresolved, c.unresolved)
+		}
+	}
+}
+
+// A 202 is an invocation whose completion (the consumer's commit) the
+// client never sees: Unknown to the linearizability model; a rejected one
+// took no effect.
+func TestLinearAnswerOfQueuedOrders(t *testing.T) {
+	for _, tt := range []struct {
+		r      Record
+		want   string
+		effect bool
+	}{
+		{Record{Status: 202, OrderStatus: "queued"}, "no answer", true},
+		{Record{Status: 200, Replayed: true, OrderStatus: "queued"}, "no answer", true},
+		{Record{Status: 200, Replayed: true, OrderStatus: "rejected"}, "no answer", false},
+		{Record{Status: 200, Replayed: true, OrderStatus: "pending"}, "replay", true},
+	} {
+		a, effect := linearAnswer(tt.r)
+		if effect != tt.effect || (effect && a.String() != tt.want) {
+			t.Errorf("%+v: %v %v, want %s %v", tt.r, a, effect, tt.want, tt.effect)
 		}
 	}
 }

@@ -54,6 +54,12 @@ type Record struct {
 	PaidOrderNo string `json:"paid_order_no,omitempty"`
 }
 
+// Accepted reports an answer of the queued mode that names an order not
+// placed when it was sent: a 202, or a replay of a queued or rejected one.
+func (r Record) Accepted() bool {
+	return r.Status == http.StatusAccepted || (r.OK() && (r.OrderStatus == "queued" || r.OrderStatus == "rejected"))
+}
+
 // Latency is how long the request took as the client saw it.
 func (r Record) Latency() time.Duration { return r.End.Sub(r.Start) }
 

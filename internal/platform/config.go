@@ -77,7 +77,26 @@ type Config struct {
 	RateFormTokens Rate          // per user: form tokens
 	RateLogin      Rate          // per client address: demo login
 	UnpaidUnits    int64         // per user: units held in pending orders
+
+	// The queued seckill mode (docs/api.md "Queued seckill").
+	SeckillMode         string // sync or queue
+	AMQPURL             string
+	QueueName           string
+	QueuePrefetch       int64
+	QueueLease          time.Duration
+	QueueConfirmTimeout time.Duration
+	QueueConsume        bool   // this instance runs a consumer
+	LabQueueShortcut    string // LAB FAULT: in-process, auto-ack, no-order-no; empty: none
 }
+
+// Seckill modes.
+const (
+	SeckillSync  = "sync"
+	SeckillQueue = "queue"
+)
+
+// QueueShortcuts are the lab's unsafe queue rows (SHOP_LAB_QUEUE_SHORTCUT).
+var QueueShortcuts = []string{"in-process", "auto-ack", "no-order-no"}
 
 // Rate is a rate limit: N requests per Per sustained, Burst at once. The
 // zero Rate is no limit.
@@ -259,6 +278,14 @@ var settings = []setting{
 	{"rate-form-tokens", "SHOP_RATE_FORM_TOKENS", "5/s:20", "per user: form tokens (rate/unit:burst, or off)", rate(func(c *Config) *Rate { return &c.RateFormTokens })},
 	{"rate-login", "SHOP_RATE_LOGIN", "200/s:10000", "per client address: demo logins (rate/unit:burst, or off)", rate(func(c *Config) *Rate { return &c.RateLogin })},
 	{"unpaid-units", "SHOP_UNPAID_UNITS", "100", "most units one user may hold in unpaid orders (0: no cap)", integer(func(c *Config) *int64 { return &c.UnpaidUnits }, 0, 1_000_000_000)},
+	{"seckill-mode", "SHOP_SECKILL_MODE", SeckillSync, "sync: a seckill order is placed before the answer (201); queue: it is published to a RabbitMQ quorum queue and answered 202 once the broker confirmed it, a consumer places it later (needs SHOP_AMQP_URL)", str(func(c *Config) *string { return &c.SeckillMode })},
+	{"amqp-url", "SHOP_AMQP_URL", "", "RabbitMQ of the queued mode, amqp://user:pass@host:port/vhost; several nodes of a cluster comma-separated, tried in turn", str(func(c *Config) *string { return &c.AMQPURL })},
+	{"queue-name", "SHOP_QUEUE_NAME", "shop.seckill.orders", "the quorum queue of queued seckill orders (declared on first use)", str(func(c *Config) *string { return &c.QueueName })},
+	{"queue-prefetch", "SHOP_QUEUE_PREFETCH", "256", "unacknowledged messages one consumer holds at once (they join the same product batches)", integer(func(c *Config) *int64 { return &c.QueuePrefetch }, 1, 65535)},
+	{"queue-lease", "SHOP_QUEUE_LEASE", "1h", "how long an accepted order's gate unit and queued record outlive the queue's lag; an order older than that may be rejected if the gate has no unit left", dur(func(c *Config) *time.Duration { return &c.QueueLease })},
+	{"queue-confirm-timeout", "SHOP_QUEUE_CONFIRM_TIMEOUT", "2s", "how long the seckill route waits for the broker's publish confirm before 503 unavailable (the unit goes back)", dur(func(c *Config) *time.Duration { return &c.QueueConfirmTimeout })},
+	{"queue-consume", "SHOP_QUEUE_CONSUME", "true", "in the queued mode, run a consumer in this instance (false: this instance only accepts)", boolean(func(c *Config) *bool { return &c.QueueConsume })},
+	{"lab-queue-shortcut", "SHOP_LAB_QUEUE_SHORTCUT", "", "LAB FAULT of the queued mode: in-process (202 from an in-memory channel, no broker), auto-ack (the broker forgets a message on delivery), no-order-no (the consumer inserts with random order numbers); empty: none", str(func(c *Config) *string { return &c.LabQueueShortcut })},
 }
 
 // LoadConfig reads the configuration: defaults, then the environment, then
@@ -353,6 +380,7 @@ func (c Config) validate() error {
 	if _, err := samplerOf(c.TraceSampler, c.TraceSamplerArg); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateQueue()...)
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		bad("SHOP_ADMIN_TOKEN", "must be at least 16 characters")
 	}
@@ -383,6 +411,9 @@ func (c Config) Lab() []string {
 	}
 	if c.LabNoIdempotency {
 		on = append(on, "lab-no-idempotency")
+	}
+	if c.LabQueueShortcut != "" {
+		on = append(on, "lab-queue-shortcut="+c.LabQueueShortcut)
 	}
 	return on
 }

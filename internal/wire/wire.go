@@ -33,6 +33,8 @@ type Order struct {
 	CreatedAt   string  `json:"created_at"`
 	PaidAt      *string `json:"paid_at"`
 	CancelledAt *string `json:"cancelled_at"`
+	// Reason is why a queued order was rejected (status rejected only).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Wallet is a user's balance.

@@ -6,6 +6,11 @@
 // buyers answered (201/200/409), units left while buyers went without, or
 // anything the audit finds in teardown() fails the run.
 //
+// Against a shop in the queued mode (SHOP_SECKILL_MODE=queue) a first
+// request is 202 Accepted: the buyer follows its Location until the order is
+// placed or rejected (FOLLOW_S seconds at most); a 202 whose order never
+// shows up there is an accepted order lost (O3q), and fails the run.
+//
 // SCENARIO picks the load:
 //   spike (default)  ramping-arrival-rate: a step to RATE buyers/s at the sale's opening, held until every buyer came
 //   race             every buyer at once: VUS VUs start together (per-vu-iterations), hundreds in flight
@@ -15,7 +20,7 @@
 //   k6 run -e BASE_URL=http://127.0.0.1:8080 -e ADMIN_TOKEN=... -e USERS=5000 -e STOCK=500 -e RATE=2000 seckill-race.js
 import http from 'k6/http';
 import exec from 'k6/execution';
-import { check } from 'k6';
+import { check, sleep } from 'k6';
 import { Counter } from 'k6/metrics';
 import {
   BASE_URL, INVARIANTS, MIN_ANSWERED, RUN_ID, answered, audit, body, code, createProduct, envInt, guard, judge, notNow, params, retrying,
@@ -32,10 +37,14 @@ const RESTOCK = envInt('RESTOCK', 50);
 // The longest a buyer holds a VU in the spike, in seconds: five tries shed
 // with 503 busy wait four Retry-After seconds, plus the answers.
 const HOLD_S = envInt('HOLD_S', 6);
+// How long a buyer with a 202 follows its order before counting it lost.
+const FOLLOW_S = envInt('FOLLOW_S', 60);
 
 const ordersCreated = new Counter('orders_created');
 const soldOut = new Counter('sold_out');
 const returned = new Counter('unpaid_returns');
+const accepted = new Counter('orders_accepted'); // 202: queued mode
+const acceptedLost = new Counter('accepted_lost'); // a 202 never placed nor rejected within FOLLOW_S
 
 // 409 sold_out and 503 busy/overloaded are answers the contract promises, not failures.
 http.setResponseCallback(http.expectedStatuses({ min: 200, max: 299 }, 409, 429, 503));
@@ -77,6 +86,8 @@ const thresholds = {
   dropped_iterations: ['count==0'],
   // A shop that sends (almost) everyone away is not selling.
   answered: [`rate>=${MIN_ANSWERED}`],
+  // Queued mode (O3q): every 202 ends as an order or a rejection.
+  accepted_lost: ['count==0'],
 };
 // The SLO of the seckill route, measured on the sale itself (not setup's
 // logins); SLO_P99_MS=0 leaves it unjudged (the Node runner, README).
@@ -121,14 +132,15 @@ export default function (s) {
 function buy(s, i) {
   const tok = s.tokens[i];
   const res = judge(retrying(() => http.post(`${BASE_URL}/api/v1/seckill/${s.productId}/orders`, null, params(tok, undefined, { name: 'seckill' }))),
-    [201, 200, '409:sold_out', '409:unpaid_limit']);
-  answered.add(res.status === 201 || res.status === 200 || res.status === 409);
+    [201, 202, 200, '409:sold_out', '409:unpaid_limit']);
+  answered.add(res.status === 201 || res.status === 202 || res.status === 200 || res.status === 409);
   const b = body(res);
   if (res.status === 201) ordersCreated.add(1);
+  if (res.status === 202) follow(tok, res.headers['Location']);
   if (res.status === 409 && code(res) === 'sold_out') soldOut.add(1);
   check(res, {
-    'answer is 201, 200 replay, 409 sold_out, 409 unpaid_limit, 503 or 429': (r) =>
-      r.status === 201 || r.status === 200 || (r.status === 409 && (code(r) === 'sold_out' || code(r) === 'unpaid_limit')) || notNow(r),
+    'answer is 201, 202 accepted, 200 replay, 409 sold_out, 409 unpaid_limit, 503 or 429': (r) =>
+      r.status === 201 || r.status === 202 || r.status === 200 || (r.status === 409 && (code(r) === 'sold_out' || code(r) === 'unpaid_limit')) || notNow(r),
     'an order answer names the buyer and has a Location': (r) =>
       r.status >= 300 || (b !== null && b.user_id === s.base + i + 1 && r.headers['Location'] === `/api/v1/orders/${b.order_no}`),
     '503 and 429 carry Retry-After': (r) => !notNow(r) || r.headers['Retry-After'] !== undefined,
@@ -138,6 +150,28 @@ function buy(s, i) {
     if (notNow(c)) return;
     if (check(c, { 'an unpaid order is returned: 200 cancelled': (r) => r.status === 200 && body(r).status === 'cancelled' })) returned.add(1);
   }
+}
+
+/**
+ * Queued mode: follows an accepted order (202) to its end. Placed counts as
+ * an order created; rejected is an answer too (its unit went back); still
+ * queued after FOLLOW_S seconds, or gone (404), is an accepted order lost.
+ * @param {string} tok
+ * @param {string} location
+ */
+function follow(tok, location) {
+  accepted.add(1);
+  for (let waited = 0; waited < FOLLOW_S * 1000; waited += 200) {
+    const r = judge(http.get(`${BASE_URL}${location}`, params(tok, undefined, { name: 'follow' })), [200]);
+    const o = body(r);
+    if (r.status === 200 && o !== null && o.status !== 'queued') {
+      if (o.status !== 'rejected') ordersCreated.add(1);
+      return;
+    }
+    sleep(0.2);
+  }
+  acceptedLost.add(1);
+  console.error(`accepted order lost: ${location} was not placed nor rejected within ${FOLLOW_S}s`);
 }
 
 /** Soak: the admin restocks RESTOCK units now and then. @param {Setup} s */

@@ -70,4 +70,5 @@ type Options struct {
 	Bench          BenchOptions
 	Seed           int64 // the partition scenario's schedule (0: drawn at random, and reported)
 	CompareNet     bool  // compare also runs the unsafe rows and lock-fence under the partition schedule
+	CompareQueue   bool  // compare also runs the queue column (queued mode, safe and lab shortcuts) on RabbitMQ
 }

@@ -156,6 +156,7 @@ func writeCompare(w io.Writer, rows []CompareRow) {
 			c.Summary.Throughput, render.Ms(c.Summary.P50), render.Ms(c.Summary.P99), yesNo(c.Linearizable), v)
 	}
 	writePartitionColumn(w, rows)
+	writeQueueColumn(w, rows)
 	for _, c := range rows {
 		writeLinear(w, c.Linear, "compare "+c.Row, c.Row+" ")
 	}
@@ -322,4 +323,14 @@ func writePictures(dir string, rep Full) error {
 		}
 	}
 	return nil
+}
+
+// writeQueueColumn adds the queue rows' own figures (O3q): the 202s, the
+// accepted orders that ended neither placed nor rejected, the redeliveries.
+func writeQueueColumn(w io.Writer, rows []CompareRow) {
+	for _, c := range rows {
+		if c.Accepted > 0 && c.Error == "" {
+			fmt.Fprintf(w, "queue:    %-28s accepted (202) %d, accepted lost %d, redeliveries %d\n", c.Row, c.Accepted, c.AcceptedLost, c.Redeliveries)
+		}
+	}
 }

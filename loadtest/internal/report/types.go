@@ -91,6 +91,12 @@ type CompareRow struct {
 	Linearizable *bool                 `json:"linearizable"`
 	Linear       *loadgen.LinearReport `json:"linearizability,omitempty"`
 	Violations   []verify.Violation    `json:"-"`
+	// The queue column's rows (queued mode): 202s answered, of them ended
+	// neither as an order nor as a rejection (O3q), redeliveries counted
+	// by the consumers that survived.
+	Accepted     int   `json:"accepted,omitempty"`
+	AcceptedLost int   `json:"accepted_lost,omitempty"`
+	Redeliveries int64 `json:"redeliveries,omitempty"`
 	// Partition: the same strategy under network faults (nil: not run).
 	Partition *PartitionCell `json:"partition,omitempty"`
 }

@@ -205,6 +205,14 @@ func (h runner) Compare(ctx context.Context) report.Scenario {
 		}
 		r.Compare = append(r.Compare, cr)
 	}
+	if ctx.Err() == nil && h.O.CompareQueue {
+		rows, recs, queueClean, queueCaught := h.queueColumn(ctx)
+		r.Compare, all = append(r.Compare, rows...), append(all, recs...)
+		if !queueClean || !queueCaught {
+			r.Notes = append(r.Notes, fmt.Sprintf("FAIL: queue column: safe row clean %v, every shortcut caught %v", queueClean, queueCaught))
+		}
+		safeClean = safeClean && queueClean && queueCaught
+	}
 	r.Summary = loadgen.Summarize(all)
 	r.Linearizable = report.AllLinearizable(r.Compare)
 	r.Pass = safeClean && unsafeCaught

@@ -36,17 +36,20 @@ type Verdict struct {
 
 // counts are a run's headline numbers, from the database.
 type Counts struct {
-	Orders     int64 `json:"orders"`      // orders not cancelled (rows)
-	Held       int64 `json:"held"`        // units held by orders not cancelled
-	Cancelled  int64 `json:"cancelled"`   // orders cancelled
-	Paid       int64 `json:"paid"`        // orders paid
-	Added      int64 `json:"added"`       // units created + restocked
-	StockLeft  int64 `json:"stock_left"`  // sum of products.stock and their stock buckets
-	Oversold   int64 `json:"oversold"`    // units held by orders beyond what was added
-	Duplicates int64 `json:"duplicates"`  // orders beyond one per (user, product) seckill or (user, key) regular
-	LostAcks   int   `json:"lost_acks"`   // 2xx whose order the database does not have
-	Undersold  int   `json:"undersold"`   // refusals for lack of stock while stock was provably left
-	StaleFence int64 `json:"stale_fence"` // accepted writes with a fence older than one accepted before
+	Orders     int64 `json:"orders"`     // orders not cancelled (rows)
+	Held       int64 `json:"held"`       // units held by orders not cancelled
+	Cancelled  int64 `json:"cancelled"`  // orders cancelled
+	Paid       int64 `json:"paid"`       // orders paid
+	Added      int64 `json:"added"`      // units created + restocked
+	StockLeft  int64 `json:"stock_left"` // sum of products.stock and their stock buckets
+	Oversold   int64 `json:"oversold"`   // units held by orders beyond what was added
+	Duplicates int64 `json:"duplicates"` // orders beyond one per (user, product) seckill or (user, key) regular
+	LostAcks   int   `json:"lost_acks"`  // 2xx whose order the database does not have
+	// AcceptedLost: 202s (queued mode) that ended neither as an order nor
+	// as a rejection (O3q).
+	AcceptedLost int   `json:"accepted_lost"`
+	Undersold    int   `json:"undersold"`   // refusals for lack of stock while stock was provably left
+	StaleFence   int64 `json:"stale_fence"` // accepted writes with a fence older than one accepted before
 }
 
 // OK reports a run with no violation at all.
@@ -169,7 +172,7 @@ func API(ctx context.Context, c *loadgen.Client, in CheckInput, tokens map[int64
 			v.Counts.Orders++
 		}
 	}
-	v.Counts.LostAcks, v.Counts.Undersold = countClient(v.Client)
+	v.Counts.LostAcks, v.Counts.Undersold, v.Counts.AcceptedLost = countClient(v.Client)
 	for _, x := range v.Audit.Violations {
 		if x.Invariant == audit.O1 || x.Invariant == audit.O2 {
 			v.Counts.Duplicates += int64(len(x.Rows))
@@ -179,7 +182,7 @@ func API(ctx context.Context, c *loadgen.Client, in CheckInput, tokens map[int64
 	return v, nil
 }
 
-func countClient(vs []audit.Violation) (lost, undersold int) {
+func countClient(vs []audit.Violation) (lost, undersold, acceptedLost int) {
 	for _, x := range vs {
 		var n int
 		fmt.Sscanf(lastNumber(x.Detail), "%d", &n)
@@ -188,9 +191,11 @@ func countClient(vs []audit.Violation) (lost, undersold int) {
 			lost += n
 		case loadgen.O5:
 			undersold += n
+		case loadgen.O3q:
+			acceptedLost += n
 		}
 	}
-	return lost, undersold
+	return lost, undersold, acceptedLost
 }
 
 // lastNumber returns the digits at the end of s ("...: 12" -> "12").
@@ -226,6 +231,11 @@ func dbFacts(ctx context.Context, db *gorm.DB, in CheckInput) (loadgen.Facts, er
 	}
 	const cols = "order_no, user_id, product_id, quantity, amount_cents, kind, status"
 	nos := loadgen.OrderNumbers(in.Records)
+	rejected, err := rejectedOf(db, nos)
+	if err != nil {
+		return f, err
+	}
+	f.Rejected = rejected
 	for len(nos) > 0 {
 		n := min(len(nos), 500)
 		var rows []orderFactRow
@@ -361,7 +371,7 @@ func (v *Verdict) count(ctx context.Context, db *gorm.DB, in CheckInput, f loadg
 		return err
 	}
 	v.Counts.Orders, v.Counts.Cancelled, v.Counts.Paid = st.Orders, st.Cancelled, st.Paid
-	v.Counts.LostAcks, v.Counts.Undersold = countClient(v.Client)
+	v.Counts.LostAcks, v.Counts.Undersold, v.Counts.AcceptedLost = countClient(v.Client)
 	return nil
 }
 
@@ -373,4 +383,21 @@ func NewViolation(inv, detail string, rows ...map[string]any) audit.Violation {
 		rows = []map[string]any{}
 	}
 	return audit.Violation{Invariant: inv, Detail: detail, Rows: rows}
+}
+
+// rejectedOf reads which of the order numbers the queued mode rejected.
+func rejectedOf(db *gorm.DB, nos []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for len(nos) > 0 {
+		n := min(len(nos), 500)
+		var got []string
+		if err := db.Raw("SELECT order_no FROM seckill_rejections WHERE order_no IN ?", nos[:n]).Scan(&got).Error; err != nil {
+			return nil, err
+		}
+		for _, no := range got {
+			out[no] = true
+		}
+		nos = nos[n:]
+	}
+	return out, nil
 }
