@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // the driver of the DSNs handed out
@@ -229,7 +228,7 @@ func (m *MariaDB) Start(ctx context.Context) error {
 	}
 	cmd := exec.Command(path, m.args...)
 	cmd.Dir = m.Dir
-	cmd.SysProcAttr = userAttr(m.uid, m.gid)
+	cmd.SysProcAttr = ownGroup(userAttr(m.uid, m.gid))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("topo: start mariadbd on %d: %w", m.Port, err)
 	}
@@ -254,7 +253,8 @@ func (m *MariaDB) Start(ctx context.Context) error {
 }
 
 // Kill sends SIGKILL (no shutdown: what a crash of the database host looks
-// like) and waits for the process to be gone.
+// like) to the server and the helpers it started (a state transfer under
+// way), and waits for the server to be gone.
 func (m *MariaDB) Kill() {
 	m.mu.Lock()
 	cmd, exited := m.cmd, m.exited
@@ -263,7 +263,7 @@ func (m *MariaDB) Kill() {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := killGroup(cmd.Process); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return
 	}
 	<-exited
