@@ -236,19 +236,29 @@ func (a *api) restock(c *gin.Context) {
 
 func orderLocation(o order.Order) string { return "/api/v1/orders/" + o.OrderNo }
 
+// seckillProduct reads a seckill request: no body (or an empty one) and
+// the product's id; false when it answered the request with the error.
+func seckillProduct(c *gin.Context) (int64, bool) {
+	var req struct{}
+	if err := decode(c, &req, bodyOptional); err != nil {
+		writeError(c, err)
+		return 0, false
+	}
+	id, err := pathID(c, "product_id")
+	if err != nil {
+		writeError(c, err)
+		return 0, false
+	}
+	return id, true
+}
+
 func (a *api) seckill(c *gin.Context) {
 	if a.queued != nil {
 		a.seckillQueued(c)
 		return
 	}
-	var req struct{}
-	if err := decode(c, &req, bodyOptional); err != nil {
-		writeError(c, err)
-		return
-	}
-	id, err := pathID(c, "product_id")
-	if err != nil {
-		writeError(c, err)
+	id, ok := seckillProduct(c)
+	if !ok {
 		return
 	}
 	ctx, uid := c.Request.Context(), who(c).UserID

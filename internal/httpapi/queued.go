@@ -13,14 +13,8 @@ import (
 // "Queued seckill"): 202 with the queued order once the broker confirmed
 // it, 200 with the buyer's order (placed, queued or rejected) on a repeat.
 func (a *api) seckillQueued(c *gin.Context) {
-	var req struct{}
-	if err := decode(c, &req, bodyOptional); err != nil {
-		writeError(c, err)
-		return
-	}
-	id, err := pathID(c, "product_id")
-	if err != nil {
-		writeError(c, err)
+	id, ok := seckillProduct(c)
+	if !ok {
 		return
 	}
 	if !a.allow(c, "orders", a.limits.Orders, userSubject(c)) {
