@@ -9,12 +9,11 @@
 #   bash deploy/native.sh --lb-retry --no-idempotency   # ... and the shop's idempotency is off
 #   bash deploy/native.sh --watch         # Prometheus scrapes the shops during a k6 sale (below)
 #
-# --watch runs Debian's prometheus (apt-get install -y prometheus) with
-# deploy/prometheus (its rules, the shops' loopback ports, 1s scrapes and
-# evaluations) and, instead of the harness, the k6 seckill-race script's
-# spike (the Node runner of loadtest/k6) through nginx; then it asks Prometheus's query
-# API whether the recording rules produced the committed-orders rate, every
-# instance was up, and no alert fired (a correct sale expects none).
+# --watch runs Debian's prometheus and prometheus-alertmanager (apt-get
+# install -y prometheus prometheus-alertmanager), cmd/otlprecv and
+# cmd/alertrecv beside the shops and, instead of the harness, the k6
+# seckill-race script's spike (the Node runner of loadtest/k6) through
+# nginx, stopping instance 3 during it: deploy/watch.sh says what it proves.
 #
 # Needs nginx (apt-get install -y nginx), MariaDB on 127.0.0.1:3306 (root, no
 # password) and Redis on 127.0.0.1:6379 (SHOP_NATIVE_REDIS_URL overrides it;
@@ -65,7 +64,8 @@ export SHOP_LOG_LEVEL=warn SHOP_LAB_NO_IDEMPOTENCY=$no_idem
 
 # A few lock holders on every instance pause past nginx's 1s read timeout
 # (below the lock TTL), so that the lab switch has timed-out POSTs to resend
-# (not when watching: a correct sale should raise no alert).
+# (not when watching: a correct sale should raise no alert but the stopped
+# instance's).
 pause=(SHOP_LAB_PAUSE_AFTER_LOCK=1500ms SHOP_LAB_PAUSE_PROBABILITY=0.2)
 if $watch; then
 	pause=(SHOP_LAB_PAUSE_AFTER_LOCK=0)
