@@ -10,8 +10,9 @@
 #           evaluations, exemplar storage on (it then scrapes OpenMetrics)
 # and proves, each with a deadline:
 #   - the recording rules produce the committed-orders rate;
-#   - instance 3, stopped during the k6 spike, raises ShopInstanceDown, which
-#     reaches the webhook; once restarted, the alert's resolution does too;
+#   - the instance that serves the sale (nginx hashes a product to one),
+#     stopped during the k6 spike, raises ShopInstanceDown, which reaches
+#     the webhook; once restarted, the alert's resolution does too;
 #   - the exemplars Prometheus stored on the latency histograms name traces
 #     the receiver holds;
 #   - no other alert fired (a correct sale raises none).
@@ -92,23 +93,45 @@ served_seckill() {
 	m=$(curl -sf "http://127.0.0.1:$((port + $1))/metrics") && grep -q '^shop_http_requests_total{.*route="/api/v1/seckill/:product_id/orders"' <<<"$m"
 }
 
-# notified STATUS: the webhook got ShopInstanceDown for instance 3 with
+# find_victim: sets victim to the instance that answers the sale's seckill
+# requests (nginx hashes the product to one instance), if one does yet.
+find_victim() {
+	local i
+	for i in 1 2 3; do
+		if served_seckill "$i"; then
+			victim=$i
+			return 0
+		fi
+	done
+	return 1
+}
+
+# notified STATUS: the webhook got ShopInstanceDown for the victim with
 # STATUS (firing or resolved).
 notified() {
-	curl -sf "http://$hook/alerts" | jq -e --arg s "$1" --arg i "127.0.0.1:$((port + 3))" \
+	curl -sf "http://$hook/alerts" | jq -e --arg s "$1" --arg i "127.0.0.1:$((port + victim))" \
 		'any(.[]; .alerts[]? | .status == $s and .labels.alertname == "ShopInstanceDown" and .labels.instance == $i)' >/dev/null
 }
 
-# watch_kill: stops instance 3 (SIGTERM) once it serves the sale.
-watch_kill() {
-	until_deadline 60 served_seckill 3 || watch_fail "instance 3 served no seckill request within 60s of the k6 start (see $work/k6.out)"
-	kill -TERM "${shop_pids[3]}"
-	until_deadline 30 bash -c "! kill -0 ${shop_pids[3]} 2>/dev/null" || watch_fail "instance 3 did not stop within 30s of SIGTERM"
-	echo "native: instance 3 stopped during the spike at +$((SECONDS - started))s"
+# exited PID: the process has ended (a zombie, not yet reaped, has too).
+exited() {
+	local state
+	state=$(ps -o stat= -p "$1") || return 0
+	[[ $state == Z* ]]
 }
 
-# watch_k6: the k6 seckill-race spike through nginx, instance 3 stopped
-# while it runs.
+# watch_kill: stops the instance that serves the sale (SIGTERM) once it
+# does; nginx sends the rest of the sale to the next one.
+watch_kill() {
+	until_deadline 60 find_victim || watch_fail "no instance served a seckill request within 60s of the k6 start (see $work/k6.out)"
+	kill -TERM "${shop_pids[victim]}"
+	until_deadline 30 exited "${shop_pids[victim]}" || watch_fail "instance $victim did not stop within 30s of SIGTERM"
+	wait "${shop_pids[victim]}" || true # reaped: its pid is no longer ours
+	echo "native: instance $victim (it served the sale) stopped during the spike at +$((SECONDS - started))s"
+}
+
+# watch_k6: the k6 seckill-race spike through nginx, the instance serving
+# it stopped while it runs.
 watch_k6() {
 	(cd loadtest/k6 && { [ -d node_modules/acorn ] || npm ci --no-audit --no-fund >/dev/null; })
 	until_deadline 30 all_up || watch_fail "prometheus on $prom does not see the 3 shops up within 30s (see $work/prometheus.log)"
@@ -126,17 +149,17 @@ watch_k6() {
 	local code=0
 	wait "$k6" || code=$?
 	sed -n '/: thresholds$/,$p' "$work/k6.out"
-	if [ "$code" -ne 0 ]; then cat "$work/k6.out" >&2; watch_fail "k6 seckill-race failed (exit $code) with instance 3 stopped during the spike"; fi
+	if [ "$code" -ne 0 ]; then cat "$work/k6.out" >&2; watch_fail "k6 seckill-race failed (exit $code) with instance $victim stopped during the spike"; fi
 }
 
-# watch_alert: ShopInstanceDown delivered, instance 3 restarted, resolution delivered.
+# watch_alert: ShopInstanceDown delivered, the victim restarted, resolution delivered.
 watch_alert() {
 	until_deadline 60 notified firing ||
-		watch_fail "ShopInstanceDown for instance 3 did not reach the webhook within 60s (received: $(curl -sf "http://$hook/alerts" | jq -c '[.[].alerts[]? | [.status, .labels.alertname, .labels.instance]]'); see $work/alertmanager.log, $work/prometheus.log)"
-	echo "native: ShopInstanceDown (instance 3) reached the webhook at +$((SECONDS - started))s; restarting instance 3"
-	start_shop 3
+		watch_fail "ShopInstanceDown for instance $victim did not reach the webhook within 60s (received: $(curl -sf "http://$hook/alerts" | jq -c '[.[].alerts[]? | [.status, .labels.alertname, .labels.instance]]'); see $work/alertmanager.log, $work/prometheus.log)"
+	echo "native: ShopInstanceDown (instance $victim) reached the webhook at +$((SECONDS - started))s; restarting it"
+	start_shop "$victim"
 	until_deadline 60 notified resolved ||
-		watch_fail "ShopInstanceDown for instance 3 was not resolved at the webhook within 60s of the restart (see $work/shop3.log, $work/alertmanager.log)"
+		watch_fail "ShopInstanceDown for instance $victim was not resolved at the webhook within 60s of the restart (see $work/shop$victim.log, $work/alertmanager.log)"
 	echo "native: its resolution reached the webhook at +$((SECONDS - started))s"
 }
 
