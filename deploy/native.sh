@@ -9,12 +9,11 @@
 #   bash deploy/native.sh --lb-retry --no-idempotency   # ... and the shop's idempotency is off
 #   bash deploy/native.sh --watch         # Prometheus scrapes the shops during a k6 sale (below)
 #
-# --watch runs Debian's prometheus (apt-get install -y prometheus) with
-# deploy/prometheus (its rules, the shops' loopback ports, 1s scrapes and
-# evaluations) and, instead of the harness, the k6 seckill-race script's
-# spike (the Node runner of loadtest/k6) through nginx; then it asks Prometheus's query
-# API whether the recording rules produced the committed-orders rate, every
-# instance was up, and no alert fired (a correct sale expects none).
+# --watch runs Debian's prometheus and prometheus-alertmanager (apt-get
+# install -y prometheus prometheus-alertmanager), cmd/otlprecv and
+# cmd/alertrecv beside the shops and, instead of the harness, the k6
+# seckill-race script's spike (the Node runner of loadtest/k6) through
+# nginx, stopping instance 3 during it: deploy/watch.sh says what it proves.
 #
 # Needs nginx (apt-get install -y nginx), MariaDB on 127.0.0.1:3306 (root, no
 # password) and Redis on 127.0.0.1:6379 (SHOP_NATIVE_REDIS_URL overrides it;
@@ -65,13 +64,23 @@ export SHOP_LOG_LEVEL=warn SHOP_LAB_NO_IDEMPOTENCY=$no_idem
 
 # A few lock holders on every instance pause past nginx's 1s read timeout
 # (below the lock TTL), so that the lab switch has timed-out POSTs to resend
-# (not when watching: a correct sale should raise no alert).
+# (not when watching: a correct sale should raise no alert but the stopped
+# instance's).
 pause=(SHOP_LAB_PAUSE_AFTER_LOCK=1500ms SHOP_LAB_PAUSE_PROBABILITY=0.2)
-if $watch; then pause=(SHOP_LAB_PAUSE_AFTER_LOCK=0); fi
-for i in 1 2 3; do
-	env SHOP_ADDR=127.0.0.1:$((port + i)) "${pause[@]}" "$work/shop" serve >"$work/shop$i.log" 2>&1 &
+if $watch; then
+	pause=(SHOP_LAB_PAUSE_AFTER_LOCK=0)
+	# shellcheck source=deploy/watch.sh
+	source deploy/watch.sh
+	watch_backends # otlprecv and alertrecv, before the shops export to the first
+fi
+shop_pids=()
+# start_shop I: instance I (1-3) on port+I, its pid in shop_pids[I] and pids.
+start_shop() {
+	env SHOP_ADDR=127.0.0.1:$((port + $1)) "${pause[@]}" "$work/shop" serve >>"$work/shop$1.log" 2>&1 &
+	shop_pids[$1]=$!
 	pids+=($!)
-done
+}
+for i in 1 2 3; do start_shop "$i"; done
 
 # deploy/nginx.conf with the compose service names mapped to loopback ports.
 sed -e "s/server shop1:8080/server 127.0.0.1:$((port + 1))/" -e "s/server shop2:8080/server 127.0.0.1:$((port + 2))/" \
@@ -89,18 +98,7 @@ nginx -t -p "$work" -c "$work/nginx.conf" -g "pid $work/nginx.pid; daemon off;" 
 nginx -p "$work" -c "$work/nginx.conf" -g "pid $work/nginx.pid; daemon off;" >"$work/access.log" 2>"$work/error.log" &
 pids+=($!)
 
-if $watch; then
-	command -v prometheus >/dev/null || { echo "native.sh: prometheus not found (Debian: apt-get install -y prometheus)" >&2; exit 1; }
-	cp deploy/prometheus/rules.yml "$work/rules.yml"
-	sed -e "s/\"shop1:8080\", \"shop2:8080\", \"shop3:8080\"/\"127.0.0.1:$((port + 1))\", \"127.0.0.1:$((port + 2))\", \"127.0.0.1:$((port + 3))\"/" \
-		-e 's/scrape_interval: .*/scrape_interval: 1s/' -e 's/evaluation_interval: .*/evaluation_interval: 1s/' \
-		deploy/prometheus/prometheus.yml >"$work/prometheus.yml"
-	grep -q "127.0.0.1:$((port + 3))" "$work/prometheus.yml" || { echo "native.sh: prometheus.yml targets not mapped" >&2; exit 1; }
-	prom=127.0.0.1:$((port + 9))
-	prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" --web.listen-address="$prom" \
-		>"$work/prometheus.log" 2>&1 &
-	pids+=($!)
-fi
+if $watch; then watch_prometheus; fi
 
 echo "native: nginx 127.0.0.1:$port -> shops 127.0.0.1:$((port + 1))-$((port + 3)); nginx resends timed-out POSTs: $lb_retry; idempotency off: $no_idem"
 # Behind a load balancer that resends POSTs, one client send can reach two
@@ -112,42 +110,7 @@ echo "native: nginx 127.0.0.1:$port -> shops 127.0.0.1:$((port + 1))-$((port + 3
 lab=()
 if $lb_retry; then lab=(--expect-5xx 504 --linearizability=false); fi
 
-# promql EXPR: the first sample's value of an instant query ("" if none).
-promql() {
-	curl -sf --get "http://$prom/api/v1/query" --data-urlencode "query=$1" | jq -r '.data.result[0].value[1] // empty'
-}
-if $watch; then
-	(cd loadtest/k6 && { [ -d node_modules/acorn ] || npm ci --no-audit --no-fund >/dev/null; })
-	for _ in $(seq 100); do [ "$(promql 'count(up{job="shop"} == 1)')" = 3 ] && break; sleep 0.2; done
-	# The spike (a step to RATE buyers/s) rather than every buyer at once:
-	# a counter's series appears with its first increment, and rate() sees
-	# only the increments after that, so the sale must span several scrapes.
-	echo "native: prometheus on $prom scrapes the 3 shops; k6 seckill-race (spike) through nginx"
-	mkdir -p "$work/summaries"
-	set +e
-	node loadtest/k6/shim/run.mjs -e BASE_URL="http://127.0.0.1:$port" -e ADMIN_TOKEN="$admin" -e RUN_ID="watch$db" \
-		-e SUMMARY_DIR="$work/summaries" -e SCENARIO=spike -e USERS="$users" -e STOCK=$((users / 3)) -e RATE=$((users / 6)) -e SLO_P99_MS=0 \
-		loadtest/k6/seckill-race.js >"$work/k6.out" 2>&1
-	code=$?
-	set -e
-	sed -n '/: thresholds$/,$p' "$work/k6.out"
-	if [ "$code" -ne 0 ]; then cat "$work/k6.out" >&2; echo "native: k6 seckill-race failed (exit $code)" >&2; exit 1; fi
-	rate=
-	for _ in $(seq 50); do
-		rate=$(promql 'shop:orders_committed:rate1m')
-		[ -n "$rate" ] && awk -v r="$rate" 'BEGIN { exit !(r > 0) }' && break
-		rate=
-		sleep 0.2
-	done
-	up=$(promql 'count(up{job="shop"} == 1)')
-	firing=$(curl -sf "http://$prom/api/v1/alerts" | jq -r '[.data.alerts[] | select(.state == "firing") | .labels.alertname] | join(",")')
-	echo "native: prometheus: shop:orders_committed:rate1m = ${rate:-none}, instances up ${up:-0}/3, alerts firing: ${firing:-none}"
-	if [ -z "$rate" ] || [ "$up" != 3 ] || [ -n "$firing" ]; then
-		echo "native: FAIL: the recording rules produced no committed-orders rate, an instance was not scraped, or an alert fired" >&2
-		exit 1
-	fi
-	exit 0
-fi
+if $watch; then watch_sale; exit 0; fi
 set +e
 go run ./loadtest --target "http://127.0.0.1:$port" --admin-token "$admin" --scenario retry \
 	--users "$users" --stock $((users / 4)) --retries 3 --concurrency 32 --timeout 10s "${lab[@]}" | tee "$work/harness.log"

@@ -5,7 +5,7 @@
 // parses since v0.54 only; the scripts need k6 v0.54.0 or newer anyway
 // (README, "Which k6").
 import http from 'k6/http';
-import { sleep } from 'k6';
+import { check, sleep } from 'k6';
 import { Counter, Rate } from 'k6/metrics';
 
 /** Base URL of the shop (or its load balancer). */
@@ -168,6 +168,7 @@ export function inDoubt(res) {
  * @returns {import('k6/http').RefinedResponse<any>} res
  */
 export function judge(res, allowed) {
+  noteSlow(res);
   if (notNow(res) || inDoubt(res)) return res;
   const c = code(res);
   if (allowed.some((a) => (typeof a === 'number' ? res.status === a : a === `${res.status}:${c}`))) return res;
@@ -176,6 +177,51 @@ export function judge(res, allowed) {
   else offContract.add(1, tags);
   console.error(`off the contract: ${tags.route} answered ${res.status} ${c || (res.error || '')}`);
   return res;
+}
+
+// The slowest requests' trace ids. handleSummary sees aggregates only and
+// VUs share nothing, but a check's name reaches it as written: each VU
+// reports a request that is its slowest so far (after its first, a few: a
+// new record among n requests comes about ln n times) as a passing check
+// named with its duration and trace id, and summary() lists the SLOWEST
+// slowest of them, apart from the checks. setup()'s and teardown()'s
+// requests (__VU 0) are not the sale's and are left out.
+const SLOW_CHECK = 'slowest request: ';
+/** This VU's slowest request so far, in ms. */
+let vuSlowestMs = -1;
+
+/**
+ * Reports res as a slow request if it is this VU's slowest so far.
+ * @param {import('k6/http').RefinedResponse<any>} res
+ */
+function noteSlow(res) {
+  if (__VU === 0 || !res.timings || res.timings.duration <= vuSlowestMs || !res.request) return;
+  const tp = (res.request.headers && res.request.headers.Traceparent) || [];
+  const traceId = String(tp[0] || '').split('-')[1];
+  if (!traceId) return;
+  vuSlowestMs = res.timings.duration;
+  check(res, { [`${SLOW_CHECK}${vuSlowestMs.toFixed(1)} ms ${res.request.method} ${route(res.request.url)} ${res.status} trace ${traceId}`]: () => true });
+}
+
+/**
+ * The SLOWEST (default 5) slow requests the VUs reported, slowest first,
+ * and the checks without them.
+ * @param {any} group the summary's root_group
+ * @returns {{ slowest: string[], checks: any[] }}
+ */
+function slowestOf(group) {
+  /** @type {any[]} */
+  const checks = [];
+  /** @type {string[]} */
+  const slow = [];
+  /** @param {any} g */
+  const walk = (g) => {
+    for (const c of g.checks || []) (c.name.startsWith(SLOW_CHECK) ? slow.push(c.name.slice(SLOW_CHECK.length)) : checks.push(c));
+    for (const sub of g.groups || []) walk(sub);
+  };
+  walk(group);
+  slow.sort((a, b) => parseFloat(b) - parseFloat(a));
+  return { slowest: slow.slice(0, envInt('SLOWEST', 5)), checks };
 }
 
 /**
@@ -367,13 +413,12 @@ export function summary(name, data, thresholds) {
       lines.push(`  ${(/** @type {any} */ (r)).ok ? '✓' : '✗'} ${key} ${expr}  ${shown}`);
     }
   }
+  const { slowest, checks } = slowestOf(data.root_group);
   lines.push(`${name}: checks`);
-  /** @param {any} g */
-  const walk = (g) => {
-    for (const c of g.checks || []) lines.push(`  ${c.fails === 0 ? '✓' : '✗'} ${c.path}  passes=${c.passes} fails=${c.fails}`);
-    for (const sub of g.groups || []) walk(sub);
-  };
-  walk(data.root_group);
+  for (const c of checks) lines.push(`  ${c.fails === 0 ? '✓' : '✗'} ${c.path}  passes=${c.passes} fails=${c.fails}`);
+  lines.push(`${name}: slowest requests (ms, request, status, trace id)`);
+  for (const s of slowest) lines.push(`  ${s}`);
+  if (slowest.length === 0) lines.push('  none reported');
   lines.push(`${name}: summary written to ${file}`);
-  return { [file]: JSON.stringify(data, null, 2), stdout: lines.join('\n') + '\n' };
+  return { [file]: JSON.stringify({ ...data, slowest_requests: slowest }, null, 2), stdout: lines.join('\n') + '\n' };
 }

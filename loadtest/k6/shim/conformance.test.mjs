@@ -171,6 +171,23 @@ export function teardown() { console.log('teardown ran'); }
   assert.ok(r.ms < 8000, `ran ${r.ms} ms after abort`);
 });
 
+test("a response's request.headers: canonical names, each a list of values; a check's name reaches handleSummary", async () => {
+  // k6 lib/netext/httpext/request.go: Request.Headers is map[string][]string
+  // from Go's http.Header (canonical names); checks are listed by name in
+  // root_group (k6 lib/models.go Group.Checks), whatever the name.
+  const r = await k6('request-headers', `
+import http from 'k6/http';
+import { check } from 'k6';
+export const options = { iterations: 1 };
+export default function () {
+  const res = http.get(__ENV.BASE + '/', { headers: { traceparent: 'tp-1', 'x-ONE': 'a' } });
+  check(res, { ['sent ' + res.request.headers.Traceparent[0] + ' ' + res.request.headers['X-One'][0]]: () => true });
+}
+`);
+  assert.equal(r.code, 0, r.err);
+  assert.deepEqual(r.checks.map((c) => c.name), ['sent tp-1 a']);
+});
+
 test('samples carry the scenario tag', async () => {
   // k6 lib/executor/helpers.go getMetricTags: every sample of a scenario is tagged scenario=<name>.
   const r = await k6('scenario', `

@@ -103,7 +103,12 @@ export function ms(v, def) {
 
 class Response {
   constructor(req, raw) {
-    this.request = { method: req.method, url: req.url, body: req.body, headers: req.headers };
+    // k6 lib/netext/httpext/request.go Request.Headers: map[string][]string,
+    // the names canonical as Go's http.Header has them.
+    /** @type {Record<string, string[]>} */
+    const sent = {};
+    for (const [k, v] of Object.entries(req.headers || {})) (sent[canonical(k)] ||= []).push(String(v));
+    this.request = { method: req.method, url: req.url, body: req.body, headers: sent };
     this.status = raw.status;
     this.body = raw.body;
     this.url = raw.url;
