@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,6 +320,21 @@ func (r *RabbitMQ) Quorum(ctx context.Context, name string) (QuorumQueue, error)
 		return res, nil
 	}
 	return QuorumQueue{}, fmt.Errorf("topo: no queue %s", name)
+}
+
+// WaitOnline waits until node n is an online member of the quorum queue
+// name (a restarted node has rejoined and caught up with the queue).
+func (r *RabbitMQ) WaitOnline(ctx context.Context, name string, n *RabbitNode, limit time.Duration) error {
+	return poll(ctx, limit, n.Name+" online in queue "+name, func(ctx context.Context) error {
+		q, err := r.Quorum(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(q.Online, n.Name) {
+			return fmt.Errorf("online %v", q.Online)
+		}
+		return nil
+	})
 }
 
 // Close kills every node and removes the directory if it made it.

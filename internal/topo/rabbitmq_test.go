@@ -2,7 +2,6 @@ package topo
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -54,16 +53,7 @@ func TestRabbitMQLeaderKilled(t *testing.T) {
 	if err := r.WaitClustered(ctx, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, 60*time.Second, "the restarted node online in the queue", func(ctx context.Context) error {
-		now, err := r.Quorum(ctx, name)
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(now.Online, q.Leader.Name) {
-			return errNotYet
-		}
-		return nil
-	}); err != nil {
+	if err := r.WaitOnline(ctx, name, q.Leader, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("killed leader %s back in the queue after %s", q.Leader.Name, time.Since(t0).Round(time.Millisecond))
