@@ -4,7 +4,7 @@
 // and from the clients' own records that nothing was oversold, ordered twice
 // or charged twice.
 //
-//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover|partition|bench [flags]
+//	go run ./loadtest --scenario race|retry|pay|chaos|compare|all|failover|partition|queue|bench [flags]
 //
 // It exits 0 only when every invariant held (compare: when the safe row is
 // clean and at least one unsafe row was caught).
@@ -45,7 +45,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (harness
 	var o harness.Options
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenarioFlag := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (its Redis Cluster, Sentinel, semi-sync MariaDB and Galera parts, each on a topology it starts), failover-db-async (the unsafe database row), partition (seeded network faults between the shops and Redis and MySQL), bench (the hot-product benchmark), or a comma-separated list of these and of "+scenarioNames())
+	scenarioFlag := fs.String("scenario", "race", "race, retry, pay, chaos, compare, all (these five), failover (its Redis Cluster, Sentinel, semi-sync MariaDB and Galera parts, each on a topology it starts), failover-db-async (the unsafe database row), partition (seeded network faults between the shops and Redis and MySQL), queue (a queued sale on a private RabbitMQ cluster: a consumer, the quorum leader and an instance's links faulted), bench (the hot-product benchmark), or a comma-separated list of these and of "+scenarioNames())
 	fs.IntVar(&o.Users, "users", 5000, "buyers per run (race, retry, chaos, compare)")
 	fs.IntVar(&o.Stock, "stock", 500, "units of the flash-sale product")
 	fs.IntVar(&o.Retries, "retries", 5, "sends per buyer in retry and compare")

@@ -6,12 +6,15 @@
 // is a MariaDB primary with two semi-synchronous replicas behind haproxy
 // (needs mariadbd and haproxy), galera a three-node Galera cluster with one
 // writer behind haproxy (needs galera-4 and rsync too); both print the DSN
-// of a user without SUPER.
+// of a user without SUPER. rabbitmq is a private three-node RabbitMQ
+// cluster (needs rabbitmq-server) beside the machine's own broker; it
+// prints SHOP_AMQP_URL, every node's URL.
 //
 //	topo cluster  [--port 17000] [--env-file F] [--for 30m]
 //	topo sentinel [--port 17100] [--sentinel-port 26379] [--env-file F] [--for 30m]
 //	topo mariadb-semisync [--dir D] [--env-file F] [--for 30m]
 //	topo galera [--dir D] [--env-file F] [--for 30m]
+//	topo rabbitmq [--dir D] [--env-file F] [--for 30m]
 //
 // It prints SHOP_REDIS_URL (and SHOP_REDIS_MASTER) once the topology is
 // healthy; every redis-server it started dies with it.
@@ -42,15 +45,15 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) == 0 || !slices.Contains([]string{"cluster", "sentinel", "mariadb-semisync", "galera"}, args[0]) {
-		return errors.New("usage: topo cluster|sentinel|mariadb-semisync|galera [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
+	if len(args) == 0 || !slices.Contains([]string{"cluster", "sentinel", "mariadb-semisync", "galera", "rabbitmq"}, args[0]) {
+		return errors.New("usage: topo cluster|sentinel|mariadb-semisync|galera|rabbitmq [--port N] [--sentinel-port N] [--dir D] [--env-file F] [--for D]")
 	}
 	kind := args[0]
 	fs := flag.NewFlagSet("topo "+kind, flag.ContinueOnError)
 	port := fs.Int("port", 0, "first data port (cluster bus ports: port+50...); 0: free ports")
 	sport := fs.Int("sentinel-port", 0, "first sentinel port (sentinel only); 0: free ports")
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed at exit)")
-	envFile := fs.String("env-file", "", "also write SHOP_REDIS_URL (and SHOP_REDIS_MASTER) to this file, for `source`")
+	envFile := fs.String("env-file", "", "also write the printed variables to this file, for `source`")
 	limit := fs.Duration("for", 30*time.Minute, "stop after this long")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -73,6 +76,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer s.Close()
 		env = fmt.Sprintf("SHOP_REDIS_URL=%s\nSHOP_REDIS_MASTER=%s\n", s.URL(), s.Name)
+	case "rabbitmq":
+		r, err := topo.StartRabbitMQ(start, topo.RabbitMQOptions{Dir: *dir})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		env = fmt.Sprintf("SHOP_AMQP_URL=%s\n", r.URL())
 	case "mariadb-semisync", "galera":
 		var db interface {
 			CreateUser(ctx context.Context, user, db string) error

@@ -198,6 +198,16 @@ type Summary struct {
 	// resolved to their order or a refusal.
 	OutcomeUnknown           int `json:"outcome_unknown"`
 	OutcomeUnknownUnresolved int `json:"outcome_unknown_unresolved"`
+	// The queued mode (O3q): Accepted counts the 202s; AcceptedLost those
+	// that ended neither as an order nor as a rejection (filled in once
+	// the run was verified); Redeliveries the messages the consumers got
+	// again, and LagP50Ms, LagP99Ms the time from a 202 to its order's
+	// commit, filled in by the scenarios that fault a queue.
+	Accepted     int     `json:"accepted,omitempty"`
+	AcceptedLost int     `json:"accepted_lost"`
+	Redeliveries int64   `json:"redeliveries,omitempty"`
+	LagP50Ms     float64 `json:"lag_p50_ms,omitempty"`
+	LagP99Ms     float64 `json:"lag_p99_ms,omitempty"`
 }
 
 // Summarize computes the summary of records (latency percentiles over the
@@ -218,6 +228,9 @@ func Summarize(recs []Record) Summary {
 			last = r.End
 		}
 		s.ByOutcome[Outcome(r)]++
+		if r.Status == http.StatusAccepted {
+			s.Accepted++
+		}
 		if r.Failed() {
 			s.Errors++
 		}

@@ -46,6 +46,11 @@ func (p *Publisher) Publish(ctx context.Context, id string, body []byte) error {
 	case err != nil:
 		return fmt.Errorf("%w: no confirm in time: %w", ErrNotConfirmed, err)
 	case !ack:
+		// A channel that had a publish refused may refuse every later
+		// one (RabbitMQ 3.10: a quorum queue's leader died while the
+		// channel's first publish sought it): the next publish opens a
+		// new one.
+		p.drop(ch)
 		return fmt.Errorf("%w: the broker refused it, or the channel closed before its confirm", ErrNotConfirmed)
 	}
 	return nil

@@ -52,3 +52,17 @@ func TestInProcess(t *testing.T) {
 	stop()
 	<-done
 }
+
+// A URL list whose first node does not answer connects to the next: the
+// broker on 127.0.0.1:5672 (the machine's own).
+func TestDialSkipsDeadNode(t *testing.T) {
+	cfg := Config{URL: "amqp://guest:guest@127.0.0.1:1/, amqp://guest:guest@127.0.0.1:5672/", Queue: "queue-test-dial"}.withDefaults()
+	conn, ch, err := dial(cfg)
+	if err != nil {
+		t.Fatalf("dial with a live second node: %v (is RabbitMQ up on 127.0.0.1:5672?)", err)
+	}
+	defer conn.Close()
+	if _, err := ch.QueueDelete(cfg.Queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+}

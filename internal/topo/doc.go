@@ -2,7 +2,7 @@
 // for tests, the load-test harness and people (cmd/topo), so the topology
 // a chapter describes is the one the tests ran against. No Docker: it runs
 // the machine's own redis-server, redis-cli, nginx, mariadbd (with
-// galera-4) and haproxy, toxiproxy in process, and iptables.
+// galera-4), haproxy and rabbitmq-server, toxiproxy in process, and iptables.
 //
 // Every topology has one shape:
 //
@@ -17,7 +17,8 @@
 // semi-synchronous replicas behind haproxy, with the failover step a
 // monitor runs (StartSemiSync, HAProxy), a three-node Galera cluster with
 // one writer behind haproxy (StartGalera), nginx in front of shops
-// (StartNginx), and the network nemesis: toxiproxy links that slow, cut,
+// (StartNginx), a private three-node RabbitMQ cluster beside the machine's
+// own broker (StartRabbitMQ), and the network nemesis: toxiproxy links that slow, cut,
 // black-hole or reset one path (StartNemesis) and, as root, network
 // namespaces cut with iptables (NewNetns). Ports come from below the kernel's
 // ephemeral range (FreePorts), so an outgoing connection cannot take one

@@ -254,3 +254,22 @@ func (e *Env) MetricsNow(ctx context.Context) map[string]float64 {
 	}
 	return out
 }
+
+// Drain waits until the orders and rejections stop changing (the queue is
+// consumed), 90 s at most.
+func (e *Env) Drain(ctx context.Context) error {
+	db := e.Backend.Db.DB.WithContext(ctx)
+	last, since := int64(-1), time.Now()
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && ctx.Err() == nil; Sleep(ctx, 500*time.Millisecond) {
+		var n int64
+		if err := db.Raw("SELECT (SELECT COUNT(*) FROM orders) + (SELECT COUNT(*) FROM seckill_rejections)").Scan(&n).Error; err != nil {
+			return err
+		}
+		if n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) > 5*time.Second {
+			return nil
+		}
+	}
+	return ctx.Err()
+}

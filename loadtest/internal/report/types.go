@@ -53,6 +53,7 @@ func (r *Scenario) Fill(recs []loadgen.Record, v verify.Verdict, err error) {
 	}
 	r.Verdict = &v
 	r.Summary.AckedLost = v.Counts.LostAcks
+	r.Summary.AcceptedLost = v.Counts.AcceptedLost
 	r.Pass = v.OK()
 	r.Linearizable = v.Linearizable
 }

@@ -116,7 +116,7 @@ func (h runner) queueRow(ctx context.Context, row, shortcut string, safe bool) (
 		err = ferr
 	}
 	if err == nil {
-		err = drain(ctx, e)
+		err = e.Drain(ctx)
 	}
 	cr.Summary = loadgen.Summarize(res.Records)
 	if err == nil {
@@ -156,25 +156,6 @@ func queueFaults(ctx context.Context, e *harness.Env) error {
 		return fmt.Errorf("continue instance 1: %w", err)
 	}
 	return e.Cluster.Restart(ctx, 1)
-}
-
-// drain waits until the orders and rejections stop changing (the queue is
-// consumed), 90 s at most.
-func drain(ctx context.Context, e *harness.Env) error {
-	db := e.Backend.Db.DB.WithContext(ctx)
-	last, since := int64(-1), time.Now()
-	for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && ctx.Err() == nil; harness.Sleep(ctx, 500*time.Millisecond) {
-		var n int64
-		if err := db.Raw("SELECT (SELECT COUNT(*) FROM orders) + (SELECT COUNT(*) FROM seckill_rejections)").Scan(&n).Error; err != nil {
-			return err
-		}
-		if n != last {
-			last, since = n, time.Now()
-		} else if time.Since(since) > 5*time.Second {
-			return nil
-		}
-	}
-	return ctx.Err()
 }
 
 func deleteQueue(name string) {

@@ -56,6 +56,7 @@ var Registry = []Entry{
 	{faults.FailoverDBGalera, failoverPart(faults.FailoverDBGalera)},
 	{faults.FailoverDBAsync, failoverPart(faults.FailoverDBAsync)},
 	{"partition", faults.Partition},
+	{"queue", faults.Queue},
 	{"bench", bench.Run},
 }
 
