@@ -145,28 +145,11 @@ func startCommitCutter(t *testing.T, target string) *commitCutter {
 				continue
 			}
 			var muted atomic.Bool
-			go answers(client, server, &muted)
+			go testenv.CopyAnswers(client, server, &muted)
 			go c.pump(client, server, &muted)
 		}
 	}()
 	return c
-}
-
-// answers copies the server's bytes to the client until muted.
-func answers(client, server net.Conn, muted *atomic.Bool) {
-	defer client.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := server.Read(buf)
-		if n > 0 && !muted.Load() {
-			if _, werr := client.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // pump copies client packets to the server, one MySQL packet at a time

@@ -47,7 +47,7 @@ func StartSilentAfterCommit(t testing.TB, target string) *SilentAfterCommit {
 				continue
 			}
 			var muted atomic.Bool
-			go copyAnswers(client, server, &muted)
+			go CopyAnswers(client, server, &muted)
 			go p.pump(client, server, &muted)
 		}
 	}()
@@ -71,8 +71,10 @@ func (p *SilentAfterCommit) Cuts() int64 { return p.cuts.Load() }
 // Silent reports whether the silence is still on.
 func (p *SilentAfterCommit) Silent() bool { return time.Now().UnixNano() < p.silentUntil.Load() }
 
-// copyAnswers copies the server's bytes to the client until muted.
-func copyAnswers(client, server net.Conn, muted *atomic.Bool) {
+// CopyAnswers copies a proxied server's bytes to its client, dropping them
+// while muted is set (a database that stops answering): the answer half of
+// the test proxies in front of MySQL.
+func CopyAnswers(client, server net.Conn, muted *atomic.Bool) {
 	defer client.Close()
 	buf := make([]byte, 32<<10)
 	for {
