@@ -185,6 +185,23 @@ func (l *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
+// Wanted reports whether an attempt to take l's key found it held during
+// this hold: someone waits, or did. A holder that could keep the lock for
+// more work (a batch leader) hands it over instead. ErrNotHeld when the
+// hold is gone, and the Lock is marked lost.
+func (l *Lock) Wanted(ctx context.Context) (bool, error) {
+	n, err := l.eng.wanted(ctx, l.keys, l.token)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("lockx: wanted %q: %w", l.keys.user, err)
+	case n < 0:
+		err := fmt.Errorf("%w: %q expired or taken over", ErrNotHeld, l.keys.user)
+		l.lease.markLost(err)
+		return false, err
+	}
+	return n == 1, nil
+}
+
 func (l *Lock) isReleased() bool {
 	l.relMu.Lock()
 	defer l.relMu.Unlock()

@@ -421,3 +421,33 @@ func TestRaiseFence(t *testing.T) {
 	}
 	mustNoErr(t, l.Release(bg), "release")
 }
+
+// TestWantedSaysSomeoneWaits: an attempt that finds the lock held marks the
+// hold wanted; the mark ends with the hold, and a hold lost says so.
+func TestWantedSaysSomeoneWaits(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	c := newTestClient(t, rdb, Options{Prefix: testPrefix(t, rdb)})
+
+	l, err := c.Acquire(bg, "product:8", AcquireOptions{TTL: 5 * time.Second})
+	mustNoErr(t, err, "acquire")
+	if w, err := l.Wanted(bg); err != nil || w {
+		t.Fatalf("Wanted before any other attempt = %v, %v; want false", w, err)
+	}
+	if _, err := c.Acquire(bg, "product:8", AcquireOptions{TTL: time.Second}); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("second acquire: %v, want ErrNotObtained", err)
+	}
+	if w, err := l.Wanted(bg); err != nil || !w {
+		t.Fatalf("Wanted after a refused attempt = %v, %v; want true", w, err)
+	}
+	mustNoErr(t, l.Release(bg), "release")
+	if _, err := l.Wanted(bg); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Wanted after release: %v, want ErrNotHeld", err)
+	}
+	l2, err := c.Acquire(bg, "product:8", AcquireOptions{TTL: 5 * time.Second})
+	mustNoErr(t, err, "acquire again")
+	defer func() { mustNoErr(t, l2.Release(bg), "release") }()
+	if w, err := l2.Wanted(bg); err != nil || w {
+		t.Fatalf("Wanted of the next hold = %v, %v; want false (the mark went with the hold)", w, err)
+	}
+}

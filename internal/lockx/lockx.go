@@ -166,6 +166,9 @@ type engine interface {
 	refresh(ctx context.Context, k keySet, token string, ttl time.Duration) (bool, error)
 	// release returns the remaining hold count, or -1 when token did not hold it.
 	release(ctx context.Context, k keySet, token string) (int64, error)
+	// wanted returns -1 when token does not hold the lock, else 1 when an
+	// attempt found it held during this hold, 0 when none did.
+	wanted(ctx context.Context, k keySet, token string) (int64, error)
 	// watch registers w for release notifications of k; ready closes once the
 	// subscription is live. stop must be called exactly once.
 	watch(k keySet, w *waiter) (ready <-chan struct{}, stop func(acquired bool))
@@ -270,6 +273,10 @@ func (c *Client) refresh(ctx context.Context, k keySet, token string, ttl time.D
 
 func (c *Client) release(ctx context.Context, k keySet, token string) (int64, error) {
 	return scriptRelease.Run(ctx, c.rdb, []string{k.lock}, token, k.channel).Int64()
+}
+
+func (c *Client) wanted(ctx context.Context, k keySet, token string) (int64, error) {
+	return scriptWanted.Run(ctx, c.rdb, []string{k.lock}, token).Int64()
 }
 
 // hashTagged reports whether prefix keeps the lock and fence keys in one

@@ -286,6 +286,35 @@ func (r *Redlock) release(ctx context.Context, k keySet, token string) (int64, e
 	}
 }
 
+// wanted asks every node: wanted when any node saw an attempt, held
+// (not -1) while a quorum says token holds it.
+func (r *Redlock) wanted(ctx context.Context, k keySet, token string) (int64, error) {
+	held, wanted := 0, false
+	var errs []error
+	r.each(ctx, func(ctx context.Context, c *Client) nodeResult {
+		n, err := c.wanted(ctx, k, token)
+		return nodeResult{n: n, err: err}
+	}, func(res nodeResult) bool {
+		switch {
+		case res.err != nil:
+			errs = append(errs, fmt.Errorf("node %d: %w", res.node, res.err))
+		case res.n >= 0:
+			held++
+			wanted = wanted || res.n == 1
+		}
+		return false
+	})
+	switch {
+	case held < r.quorum && len(errs) > len(r.nodes)-r.quorum:
+		return 0, fmt.Errorf("lockx: redlock wanted reached %d of %d nodes: %w", held, len(r.nodes), errors.Join(errs...))
+	case held < r.quorum:
+		return -1, nil
+	case wanted:
+		return 1, nil
+	}
+	return 0, nil
+}
+
 // watch subscribes w on every node: a release on any node wakes it.
 func (r *Redlock) watch(k keySet, w *waiter) (<-chan struct{}, func(bool)) {
 	ready := make(chan struct{})

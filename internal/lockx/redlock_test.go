@@ -43,6 +43,9 @@ func TestRedlockQuorum(t *testing.T) {
 	if _, err := r.Acquire(bg, "k", AcquireOptions{}); !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("second owner: %v, want ErrNotObtained", err)
 	}
+	if w, err := l.Wanted(bg); err != nil || !w {
+		t.Fatalf("Wanted after a refused owner = %v, %v; want true", w, err)
+	}
 	mustNoErr(t, l.Release(bg), "release")
 	for i, c := range clients {
 		if c.Exists(bg, l.RedisKey()).Val() != 0 {

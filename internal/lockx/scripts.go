@@ -4,8 +4,10 @@ import "github.com/redis/go-redis/v9"
 
 // The lock key is a hash {token: hold count, "#fence": fence}, like Redisson's
 // RLock: the count makes re-entry atomic, the fence field lets anyone see which
-// fence the current hold carries. Tokens are base32 text (crypto/rand.Text), so
-// they never collide with "#fence".
+// fence the current hold carries. An attempt that finds the lock held adds
+// "#wanted", so the holder can tell someone waits (Lock.Wanted); the field
+// goes with the hash at the release. Tokens are base32 text
+// (crypto/rand.Text), so they never collide with "#fence" or "#wanted".
 //
 // Every script touches only KEYS that share one hash tag, so they run
 // unchanged on Redis Cluster.
@@ -16,8 +18,9 @@ import "github.com/redis/go-redis/v9"
 // A first entry that obtains the lock returns just its fence (an integer >= 1):
 // the hot path builds no Lua table, which is a measurable share of the
 // script's cost. Everything else returns {count, fence, pttl}: count 0 = held
-// by someone else (pttl = their remaining TTL), -1 = re-entry refused because
-// token no longer holds it, n >= 1 = re-entered (hold count n).
+// by someone else (pttl = their remaining TTL; the hold is marked wanted),
+// -1 = re-entry refused because token no longer holds it, n >= 1 =
+// re-entered (hold count n).
 var scriptAcquire = redis.NewScript(`
 local lock = KEYS[1]
 if ARGV[3] == 'r' then
@@ -28,6 +31,7 @@ if ARGV[3] == 'r' then
   return {n, tonumber(redis.call('hget', lock, '#fence') or '0'), redis.call('pttl', lock)}
 end
 if redis.call('exists', lock) == 1 then
+  redis.call('hset', lock, '#wanted', 1)
   return {0, 0, redis.call('pttl', lock)}
 end
 local f = redis.call('incr', KEYS[2])
@@ -41,6 +45,13 @@ var scriptRefresh = redis.NewScript(`
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('pexpire', KEYS[1], ARGV[2])
 return 1
+`)
+
+// scriptWanted: KEYS = lock; ARGV = token. -1 when token does not hold the
+// lock, else 1 when an attempt found it held during this hold, 0 when none did.
+var scriptWanted = redis.NewScript(`
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return -1 end
+return redis.call('hexists', KEYS[1], '#wanted')
 `)
 
 // scriptRelease: KEYS = lock; ARGV = token, channel. Compare-and-decrement;
