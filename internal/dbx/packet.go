@@ -1,0 +1,167 @@
+package dbx
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// A Packet is one transaction sent to MySQL or MariaDB as one round trip:
+// START TRANSACTION, a guard, the writes, COMMIT, in one multi-statement
+// query. The guard is an UPDATE whose writes count only if it changed
+// exactly one row (a conditional stock update: enough stock, the right
+// fence); every write after it selects its rows WHERE the guard matched,
+// so a packet whose guard missed commits nothing at all, and the caller
+// takes its slower path. A write that fails (a duplicate key) stops the
+// packet before its COMMIT, and the Writer rolls it back.
+//
+// The rows of an INSERT are SELECTs joined by UNION ALL, each with the
+// guard's condition: plain SQL that MySQL 5.7 and 8 and MariaDB 10.3 and
+// later all run (a table value constructor would need VALUES ROW() on
+// MySQL and VALUES () on MariaDB).
+type Packet struct {
+	sql  strings.Builder
+	args []any
+	n    int // statements, the guard's SET included
+}
+
+// guardVar is the session variable that holds whether the guard matched;
+// every packet sets it before any write reads it.
+const guardVar = "@dbx_guard"
+
+// NewPacket starts a packet with its guard, an UPDATE with its arguments.
+func NewPacket(guard string, args ...any) *Packet {
+	p := &Packet{}
+	p.add(guard, args...)
+	p.add("SET " + guardVar + " = ROW_COUNT()")
+	return p
+}
+
+func (p *Packet) add(stmt string, args ...any) {
+	p.sql.WriteString(stmt)
+	p.sql.WriteString(";\n")
+	p.args = append(p.args, args...)
+	p.n++
+}
+
+// Insert adds an INSERT of rows (each with one value per column) into
+// table, written only if the guard matched. No RETURNING: the ids are not
+// read.
+func (p *Packet) Insert(table string, columns []string, rows [][]any) {
+	if len(rows) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s (%s) ", table, strings.Join(columns, ", "))
+	one := "SELECT ?" + strings.Repeat(", ?", len(columns)-1) + " FROM DUAL WHERE " + guardVar + " = 1"
+	var args []any
+	for i, r := range rows {
+		if len(r) != len(columns) {
+			panic(fmt.Sprintf("dbx: packet insert into %s: row %d has %d values for %d columns", table, i, len(r), len(columns)))
+		}
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString(one)
+		args = append(args, r...)
+	}
+	p.add(b.String(), args...)
+}
+
+// Statements is how many statements p holds (its guard and the guard's
+// SET included), for tests and traces.
+func (p *Packet) Statements() int { return p.n }
+
+// A Writer sends packets on a pool of its own, whose connections allow
+// multi-statement queries (nothing else uses them: a multi-statement
+// connection would run any ";"-joined text it is given).
+type Writer struct{ db *sql.DB }
+
+// OpenWriter opens a Writer for the MySQL DSN dsn, with at most conns
+// connections. Arguments are interpolated by the driver (a multi-statement
+// query cannot be a prepared statement), which refuses to where that is
+// unsafe (multi-byte charsets such as GBK): then OpenWriter fails.
+func OpenWriter(dsn string, conns int) (*Writer, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.InterpolateParams {
+		return nil, errors.New("dbx: a packet writer needs interpolateParams=true in the DSN")
+	}
+	cfg.MultiStatements = true
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	return &Writer{db: db}, nil
+}
+
+// Close closes the pool.
+func (w *Writer) Close() error { return w.db.Close() }
+
+// ErrGuardMissed is a packet whose guard changed no row: nothing was
+// written (its transaction committed empty).
+var ErrGuardMissed = errors.New("dbx: the packet's guard matched no row; nothing was written")
+
+// Commit sends p and reports how it ended: nil, it committed with the
+// guard matched; ErrGuardMissed; or the database's error, after which
+// nothing was committed unless the error is ConnLost or ctx ended (the
+// COMMIT may have run: in doubt, as for any transaction).
+func (w *Writer) Commit(ctx context.Context, p *Packet) error {
+	c, err := w.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var rows []int64
+	q := "START TRANSACTION;\n" + p.sql.String() + "COMMIT"
+	err = c.Raw(func(dc any) error {
+		args, err := named(p.args)
+		if err != nil {
+			return err
+		}
+		res, err := dc.(driver.ExecerContext).ExecContext(ctx, q, args)
+		if err != nil {
+			return err
+		}
+		rows = res.(mysql.Result).AllRowsAffected()
+		return nil
+	})
+	if err != nil {
+		if !ConnLost(err) && ctx.Err() == nil {
+			// Stopped before its COMMIT: roll back on the same connection,
+			// or drop the connection, which rolls back too.
+			if _, rerr := c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+				_ = c.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}
+		return err
+	}
+	if len(rows) < 2 || rows[1] != 1 {
+		return ErrGuardMissed
+	}
+	return nil
+}
+
+// named turns args into the driver's arguments, as database/sql would
+// (ints to int64, a nil pointer to NULL, a pointer to its value).
+func named(args []any) ([]driver.NamedValue, error) {
+	out := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		v, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return nil, fmt.Errorf("dbx: packet argument %d: %w", i+1, err)
+		}
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return out, nil
+}
