@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-lab/shop/internal/audit"
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/grace"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
@@ -20,6 +21,7 @@ import (
 // services are the domain objects of one shop instance.
 type services struct {
 	db       *platform.DB
+	packets  *dbx.Writer // nil: off
 	locks    *lockx.Client
 	products *inventory.Service
 	orders   *order.Service
@@ -37,16 +39,23 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	products := inventory.New(db.DB, locks, rdb, inventory.Config{
 		Strategy: c.StockStrategy, LockTTL: c.LockTTL, LockWait: c.LockWait,
 		KeyPrefix: c.RedisPrefix, Queued: c.SeckillMode == platform.SeckillQueue, SoldOutRecheck: c.SoldOutCache, PauseAfterLock: c.LabPauseAfterLock, PauseProbability: c.LabPauseProbability,
-		Buckets: int(c.StockBuckets), HomeBucket: int(c.HomeBucket),
+		Buckets: int(c.StockBuckets), HomeBucket: int(c.HomeBucket), KeepBatches: int(c.KeepBatches), KeepFor: c.KeepFor,
 	}, inventory.NewMetrics(reg), log)
+	var packets *dbx.Writer
+	if c.DBPackets {
+		var err error
+		if packets, err = db.Packets(int(c.DBMaxConns)); err != nil {
+			log.Warn("batch packets off: their pool did not open; each statement is its own round trip", "err", err)
+		}
+	}
 	markers := idem.NewMarkers(rdb.PerRequest(), c.RedisPrefix+"done:", c.IdemRetention)
 	orders := order.New(db.DB, products, markers, order.Config{
-		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, UnpaidLimit: c.UnpaidUnits, NoIdempotency: c.LabNoIdempotency,
+		BatchMax: int(c.BatchMax), BatchWindow: c.BatchWindow, UnpaidLimit: c.UnpaidUnits, NoIdempotency: c.LabNoIdempotency, Packets: packets,
 	}, order.NewMetrics(reg), log)
 	payments := payment.New(db.DB, locks, payment.Config{LockTTL: c.LockTTL, LockWait: c.LockWait, SlowPayment: c.LabSlowPayment},
 		payment.NewMetrics(reg), log)
 	return &services{
-		db: db, locks: locks, products: products, orders: orders, payments: payments, queue: newQueueMode(c, orders, rdb, reg, log),
+		db: db, locks: locks, packets: packets, products: products, orders: orders, payments: payments, queue: newQueueMode(c, orders, rdb, reg, log),
 		idem:   idem.NewStore(rdb, idem.StoreOptions{Prefix: c.RedisPrefix + "idem:", Lease: c.IdemLease, Retention: c.IdemRetention, Keep: grace.Keep, Metrics: idemMetrics}),
 		tokens: idem.NewTokens(rdb, c.RedisPrefix+"form:", 5*time.Minute).WithMetrics(idemMetrics),
 	}
@@ -63,5 +72,8 @@ func (s *services) close() {
 		s.queue.close()
 	}
 	s.orders.Wait()
+	if s.packets != nil {
+		_ = s.packets.Close()
+	}
 	_ = s.locks.Close()
 }

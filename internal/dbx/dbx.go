@@ -11,6 +11,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -61,6 +62,8 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 // TxOnce runs fn in one transaction, never again: for a caller whose own
 // loop decides what is run again (one retry layer, not two nested).
 func TxOnce(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	Trip(ctx)       // BEGIN
+	defer Trip(ctx) // COMMIT or ROLLBACK
 	return db.WithContext(ctx).Transaction(fn)
 }
 
@@ -163,6 +166,49 @@ var ErrVersionConflict = errors.New("dbx: version conflict")
 func CheckRows(rows int64) error {
 	if rows == 0 {
 		return ErrVersionConflict
+	}
+	return nil
+}
+
+// Trips counts the database round trips of one piece of work (a batch's
+// turn under a product lock), for its metrics: every statement gorm sends
+// under a context that carries it (CountTrips), the BEGIN and the COMMIT or
+// ROLLBACK of TxOnce, and each packet.
+type Trips struct{ n atomic.Int64 }
+
+type tripsKey struct{}
+
+// CountTrips returns ctx carrying t: statements run under it count in t.
+func CountTrips(ctx context.Context, t *Trips) context.Context {
+	return context.WithValue(ctx, tripsKey{}, t)
+}
+
+// N is how many round trips t counted.
+func (t *Trips) N() int64 { return t.n.Load() }
+
+// Trip counts one round trip in the Trips ctx carries, if any.
+func Trip(ctx context.Context) {
+	if t, ok := ctx.Value(tripsKey{}).(*Trips); ok {
+		t.n.Add(1)
+	}
+}
+
+// CountTripsOf makes db count its statements in the Trips of their
+// context: once per database, at start.
+func CountTripsOf(db *gorm.DB) error {
+	count := func(tx *gorm.DB) { Trip(tx.Statement.Context) }
+	cb := db.Callback()
+	for _, err := range []error{
+		cb.Query().After("gorm:query").Register("dbx:trips", count),
+		cb.Create().After("gorm:create").Register("dbx:trips", count),
+		cb.Update().After("gorm:update").Register("dbx:trips", count),
+		cb.Delete().After("gorm:delete").Register("dbx:trips", count),
+		cb.Row().After("gorm:row").Register("dbx:trips", count),
+		cb.Raw().After("gorm:raw").Register("dbx:trips", count),
+	} {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

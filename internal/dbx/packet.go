@@ -122,6 +122,7 @@ func (w *Writer) Commit(ctx context.Context, p *Packet) error {
 		return err
 	}
 	defer c.Close()
+	Trip(ctx)
 	var rows []int64
 	q := "START TRANSACTION;\n" + p.sql.String() + "COMMIT"
 	err = c.Raw(func(dc any) error {

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/seckill-lab/shop/internal/dbx"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // Deduction is one batch's guarded deduction of a product's stock, by the
@@ -40,9 +43,14 @@ type Deduction struct {
 	deductor deductor
 	refused  []error
 	ctx      context.Context // the caller's: its deadline bounds the waits
-	holdCtx  context.Context // the holds' (HoldPast)
+	holdCtx  context.Context // the holds' (HoldPast), and their releases'
 	cancel   context.CancelFunc
 	start    time.Time
+
+	st      strategy
+	keeper  *Keeper // nil: every hold is released after its transaction
+	keeping bool    // the hold Next took may be kept (Keeper.keeps)
+	trips   int     // Redis round trips of its holds so far
 
 	claim  claim // what Next takes
 	held   *hold
@@ -60,7 +68,12 @@ type Deduction struct {
 // (Refused says which were turned away); nothing is held until Next.
 // Close it when done with it.
 func (s *Service) Deduct(ctx context.Context, productID int64, wants []Want) *Deduction {
-	d := &Deduction{s: s, id: productID, strategy: s.StrategyOf(productID), ctx: ctx, holdCtx: ctx, start: time.Now()}
+	return s.deduct(ctx, productID, wants, nil)
+}
+
+// deduct is Deduct, whose holds keeper (nil: none) may keep.
+func (s *Service) deduct(ctx context.Context, productID int64, wants []Want, keeper *Keeper) *Deduction {
+	d := &Deduction{s: s, id: productID, strategy: s.StrategyOf(productID), ctx: ctx, holdCtx: ctx, start: time.Now(), keeper: keeper}
 	if dl, ok := ctx.Deadline(); ok {
 		d.holdCtx, d.cancel = HoldPast(ctx, dl)
 	}
@@ -70,7 +83,7 @@ func (s *Service) Deduct(ctx context.Context, productID int64, wants []Want) *De
 		return d
 	}
 	st := resolve(d.strategy, k)
-	d.strategy = st.name
+	d.strategy, d.st = st.name, st
 	d.deductor, d.refused, err = st.start(ctx, s, productID, k, wants)
 	if err != nil {
 		d.end(err)
@@ -91,11 +104,7 @@ func (d *Deduction) Next() bool {
 	if d.closed {
 		return false
 	}
-	ctx := d.holdCtx
-	if !d.claim.locks() {
-		ctx = d.ctx // nothing to renew: the work keeps the caller's deadline
-	}
-	h, err := d.s.acquire(ctx, d.id, d.claim, d.lockWait())
+	h, err := d.take()
 	if err != nil {
 		d.end(err)
 		return false
@@ -107,6 +116,38 @@ func (d *Deduction) Next() bool {
 	}
 	h.labPause(h.ctx)
 	return true
+}
+
+// take takes the hold of d.claim: the one the keeper kept from the last
+// batch, when it is still good, else a new one.
+func (d *Deduction) take() (*hold, error) {
+	d.keeping = d.keeper.keeps(d.st, d.claim)
+	if !d.keeping {
+		if d.keeper != nil {
+			d.keeper.Release() // (a strategy switched by the lab)
+		}
+		ctx := d.holdCtx
+		if !d.claim.locks() {
+			ctx = d.ctx // nothing to renew: the work keeps the caller's deadline
+		}
+		d.trips += d.claim.last - d.claim.first + 1
+		return d.s.acquire(ctx, d.id, d.claim, d.lockWait())
+	}
+	h := d.keeper.reuse(d.claim)
+	if h != nil {
+		d.s.metrics.keptHold()
+	} else {
+		var err error
+		d.trips++
+		// The leader's context, under the batch's span.
+		if h, err = d.s.acquire(tracing.Within(d.keeper.ctx, d.ctx), d.id, d.claim, d.lockWait()); err != nil {
+			return nil, err
+		}
+		d.keeper.took()
+	}
+	d.trips++ // beside the transaction
+	d.keeper.watch(h)
+	return h, nil
 }
 
 // lockWait is how long Next waits for a lock: the configured wait, and no
@@ -123,7 +164,17 @@ func (d *Deduction) lockWait() time.Duration {
 // it is lost before the caller's transaction begins, so no BEGIN follows.
 // A transaction already begun is guarded by the fence, not by this context
 // (order runs it on a context of its own until the deadline).
-func (d *Deduction) Context() context.Context { return d.held.ctx }
+func (d *Deduction) Context() context.Context {
+	if d.keeping { // the batch's spans go under its own, not the one that took the hold
+		return tracing.Within(d.held.ctx, d.ctx)
+	}
+	return d.held.ctx
+}
+
+// RedisTrips is how many Redis round trips the holds of d made so far: an
+// acquire or a release per lock, and a kept hold's check beside each
+// transaction (the lock's waits may add retries, not counted).
+func (d *Deduction) RedisTrips() int { return d.trips }
 
 // Fence is the fencing token of the hold Next took (its first lock's; the
 // zero Fence without a lock).
@@ -142,16 +193,46 @@ func (d *Deduction) DeductTx(tx *gorm.DB, wants []Want) (Taken, error) {
 	return d.deductor.deductTx(tx, d.held, wants)
 }
 
+// Packet is DeductTx for the caller who commits in one round trip: the
+// batch's take as a dbx.Packet, to which the caller adds its own writes
+// (the orders) and which it commits on a dbx.Writer, under the hold Next
+// took. Every want is served if the packet's guard (the fenced conditional
+// UPDATE of the whole batch) matches, and nothing is written if it does
+// not (dbx.ErrGuardMissed: too little stock for all, or a fence the row
+// refuses); the caller then runs DeductTx in a transaction, which reads the
+// row and decides want by want. ok is false when the strategy writes no
+// packet (the lab's, a walk over stock buckets) or cannot yet (the
+// product's price is not known before its first read).
+func (d *Deduction) Packet(wants []Want) (p *dbx.Packet, taken Taken, ok bool) {
+	pk, can := d.deductor.(packer)
+	if !can {
+		return nil, Taken{}, false
+	}
+	return pk.packet(d.held, wants)
+}
+
+// packer is a deductor that can write a batch's take as a packet.
+type packer interface {
+	packet(h *hold, wants []Want) (*dbx.Packet, Taken, bool)
+}
+
 // Done ends the hold Next took, with the outcome of the caller's work under
 // it: taken is what its committed transaction's DeductTx returned (the zero
 // Taken when it called none), err nil when it committed. It decides what
 // Next takes next.
 func (d *Deduction) Done(taken Taken, err error) {
-	if d.held == nil {
+	h := d.held
+	if h == nil {
 		return
 	}
-	err = d.held.release(err)
 	d.held = nil
+	if !d.keeping || err != nil || taken.SoldOut || !d.keeper.keep(h) {
+		if d.keeping {
+			h.bound = d.holdCtx // taken under the leader's context: released within the batch's bounds
+		}
+		d.trips += len(h.locks)
+		err = h.release(err)
+	}
 	again, err := d.s.afterStale(d.ctx, d.id, d.claim, d.stale+1, err)
 	switch {
 	case again:

@@ -3,6 +3,8 @@ package inventory
 import (
 	"context"
 
+	"github.com/seckill-lab/shop/internal/dbx"
+
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -28,6 +30,22 @@ func (f *fenced) deductTx(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
 }
 
 func (f *fenced) close(context.Context) {}
+
+// packet is the whole batch as one packet: the fenced conditional UPDATE
+// as its guard, the ledger rows written only if it matched (takeWhole in
+// one round trip, the caller's orders added to it). ok is false when the
+// product's price is not known yet: the caller takes the read path.
+func (f *fenced) packet(h *hold, wants []Want) (p *dbx.Packet, out Taken, ok bool) {
+	price, known := f.s.prices.Load(f.id)
+	if !known {
+		return nil, Taken{}, false
+	}
+	fence := h.fence(0)
+	q, args := moveSQL(f.id, 0, -units(wants), fence)
+	p = dbx.NewPacket(q, args...)
+	packetLedger(p, f.id, 0, fence, wants)
+	return p, Taken{PriceCents: price.(int64), Refused: make([]error, len(wants))}, true
+}
 
 // take is the batch's write, checked against fence (the zero Fence for
 // lock-conditional), its ledger rows recording held (the hold's). The

@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
+
+	"github.com/seckill-lab/shop/internal/dbx"
 )
 
 // The redis-gate strategy keeps a counter of admittable units in Redis and
@@ -104,6 +106,15 @@ func (g *gate) deductTx(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
 		}
 	}
 	return t, nil
+}
+
+// packet is fenced's packet, its wants all granted if it commits.
+func (g *gate) packet(h *hold, wants []Want) (*dbx.Packet, Taken, bool) {
+	p, t, ok := g.fenced.packet(h, wants)
+	for _, w := range wants {
+		t.granted = append(t.granted, w.OrderNo)
+	}
+	return p, t, ok
 }
 
 func (g *gate) close(ctx context.Context) {

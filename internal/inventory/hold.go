@@ -56,6 +56,10 @@ type hold struct {
 	ctx      context.Context   // the work's
 	pausable bool              // the lab's pause may stop it: no watchdog (claim.pausable)
 	span     tracing.Span      // the hold's, ended by its release
+	// bound, when set, bounds the release instead of under: a hold kept
+	// across batches (keep.go) was taken under the leader's context.
+	bound  context.Context
+	wanted chan bool // a kept hold's: whether someone asked for the lock (Keeper.watch)
 }
 
 // acquire takes c's locks of product id, waiting up to wait for each, under
@@ -107,7 +111,11 @@ func (h *hold) release(err error) error {
 	}
 	rctx, release := tracing.Start(h.ctx, "inventory.lock.release")
 	for i := len(h.locks) - 1; i >= 0; i-- {
-		err = h.s.holdErr(h.id, h.pausable, h.s.locks.End(tracing.Within(h.under[i], rctx), h.locks[i], err))
+		under := h.under[i]
+		if h.bound != nil {
+			under = h.bound
+		}
+		err = h.s.holdErr(h.id, h.pausable, h.s.locks.End(tracing.Within(under, rctx), h.locks[i], err))
 	}
 	h.locks = nil
 	release.End(err)

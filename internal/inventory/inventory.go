@@ -70,6 +70,12 @@ type Config struct {
 	// Queued: the seckill route admits at the gate whatever the strategy
 	// (queuegate.go), so the gate reaper runs.
 	Queued bool
+	// KeepBatches and KeepFor bound a kept hold (keep.go): a batch leader
+	// keeps a product's lock for at most KeepBatches batches and KeepFor
+	// since it took it. KeepBatches 0 or 1: every batch takes and releases
+	// its own hold.
+	KeepBatches int
+	KeepFor     time.Duration
 
 	// Lab faults, off by default.
 	PauseAfterLock   time.Duration

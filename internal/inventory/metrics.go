@@ -16,6 +16,8 @@ type Metrics struct {
 	pauses     prometheus.Counter
 	moves      prometheus.Counter
 	tallies    prometheus.Counter
+	kept       prometheus.Counter
+	handovers  prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -32,8 +34,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		pauses:    prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "lab_pauses_total", Help: "LAB: lock holders paused on purpose."}),
 		moves:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_moves_total", Help: "Stock buckets other than this instance's home bucket that batches of a product held in buckets tried: one per bucket a batch moved on to, whether or not it deducted there."}),
 		tallies:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "bucket_tallies_total", Help: "Batches that tried every stock bucket and decided their open wants under every bucket's lock."}),
+		kept:      prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "holds_kept_total", Help: "Batches that ran under a product hold kept from the batch before (keep.go)."}),
+		handovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "shop", Subsystem: "inventory", Name: "holds_handed_over_total", Help: "Product holds that could have been kept and were released because another holder asked for the lock."}),
 	}
-	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses, m.moves, m.tallies)
+	reg.MustRegister(m.deductions, m.busyTotal, m.stale, m.relFailed, m.pauses, m.moves, m.tallies, m.kept, m.handovers)
 	return m
 }
 
@@ -93,5 +97,17 @@ func (m *Metrics) bucketMove() {
 func (m *Metrics) bucketTally() {
 	if m != nil {
 		m.tallies.Inc()
+	}
+}
+
+func (m *Metrics) keptHold() {
+	if m != nil {
+		m.kept.Inc()
+	}
+}
+
+func (m *Metrics) handedOver() {
+	if m != nil {
+		m.handovers.Inc()
 	}
 }

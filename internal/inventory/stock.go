@@ -19,14 +19,18 @@ import (
 // moveBucket writes bucket b of product id; RowsAffected says whether it
 // happened.
 func moveBucket(tx *gorm.DB, id int64, bucket int, delta int64, fence Fence) *gorm.DB {
+	q, args := moveSQL(id, bucket, delta, fence)
+	return tx.Exec(q, args...)
+}
+
+// moveSQL is moveBucket's statement.
+func moveSQL(id int64, bucket int, delta int64, fence Fence) (string, []any) {
 	if bucket == 0 {
 		q, args := "UPDATE products SET stock = stock + ?, version = version + 1, updated_at = ?", []any{delta, dbx.Now()}
-		q, args = guardedMove(q, args, " WHERE id = ?", []any{id}, delta, fence)
-		return tx.Exec(q, args...)
+		return guardedMove(q, args, " WHERE id = ?", []any{id}, delta, fence)
 	}
-	q, args := guardedMove("UPDATE stock_buckets SET stock = stock + ?, version = version + 1", []any{delta},
+	return guardedMove("UPDATE stock_buckets SET stock = stock + ?, version = version + 1", []any{delta},
 		" WHERE product_id = ? AND bucket = ?", []any{id, bucket}, delta, fence)
-	return tx.Exec(q, args...)
 }
 
 // guardedMove completes a stock row's UPDATE (set, then where) with the
@@ -112,6 +116,20 @@ func readBucket(db *gorm.DB, id int64, bucket int) (stockBucket, error) {
 		return r, ErrNotFound
 	}
 	return r, err
+}
+
+// ledgerColumns are the columns packetLedger writes.
+var ledgerColumns = []string{"product_id", "delta", "reason", "order_no", "fence", "bucket", "created_at"}
+
+// packetLedger is ledger for a packet: the same rows, written only if the
+// packet's guard matched.
+func packetLedger(p *dbx.Packet, id int64, bucket int, held Fence, wants []Want) {
+	rows := make([][]any, len(wants))
+	now := dbx.Now()
+	for i, w := range wants {
+		rows[i] = []any{id, -w.Quantity, ReasonOrder, w.OrderNo, held.Number, bucket, now}
+	}
+	p.Insert("stock_ledger", ledgerColumns, rows)
 }
 
 // ledger appends one order row per served want (refused[i] nil), taken

@@ -44,21 +44,22 @@ type deductor interface {
 
 // strategy is a strategy name resolved: whether it deducts under the
 // product lock (which lets the wants of one product share a hold), whether
-// it keeps a gate in Redis, and how a Deduction of it starts, for a product
+// it keeps a gate in Redis, whether a hold of it may be kept, and how a Deduction of it starts, for a product
 // held in k buckets (wants go through the gate there; refused holds each
 // want's refusal, or nil).
 type strategy struct {
 	name  string
 	locks bool
 	gated bool
+	keeps bool // a batch leader may keep its hold for the next batch (keep.go)
 	start func(ctx context.Context, s *Service, id int64, k int, wants []Want) (how deductor, refused []error, err error)
 }
 
 // strategies are the named strategies; a product held in stock buckets is
 // deducted by walking them (resolve).
 var strategies = map[string]strategy{
-	LockFence:       {name: LockFence, locks: true, start: startFenced},
-	RedisGate:       {name: RedisGate, locks: true, gated: true, start: startGate},
+	LockFence:       {name: LockFence, locks: true, keeps: true, start: startFenced},
+	RedisGate:       {name: RedisGate, locks: true, gated: true, keeps: true, start: startGate},
 	LockConditional: {name: LockConditional, locks: true, start: startLockConditional},
 	Lock:            {name: Lock, locks: true, start: startLocked},
 	Naive:           {name: Naive, start: startNaive},

@@ -3,6 +3,7 @@ package lockx
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,8 +245,8 @@ func TestCancelWhileWaitingReturnsPromptly(t *testing.T) {
 			t.Fatalf("run %d: err = %v, want ErrNotObtained and context.Canceled", i, err)
 		}
 	}
-	if fields := rdb.HKeys(bg, holder.RedisKey()).Val(); len(fields) != 2 {
-		t.Fatalf("lock hash fields = %v, want only the holder and #fence", fields)
+	if fields := rdb.HKeys(bg, holder.RedisKey()).Val(); len(fields) != 3 || !slices.Contains(fields, holder.Token()) {
+		t.Fatalf("lock hash fields = %v, want only the holder, #fence and #wanted (the waits asked for it)", fields)
 	}
 	mustNoErr(t, holder.Release(bg), "release")
 }

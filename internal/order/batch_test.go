@@ -24,7 +24,7 @@ func (f *batchFixture) service(t *testing.T, inv inventory.Config) *Service {
 	t.Helper()
 	inv.SoldOutRecheck = time.Minute
 	stock, _ := f.Inventory(t, inv)
-	s := New(f.DB, stock, f.Markers(), Config{BatchMax: 64}, NewMetrics(prometheus.NewRegistry()), stocktest.Discard())
+	s := New(f.DB, stock, f.Markers(), Config{BatchMax: 64, Packets: f.Packets(t)}, NewMetrics(prometheus.NewRegistry()), stocktest.Discard())
 	t.Cleanup(s.Wait)
 	return s
 }
@@ -234,9 +234,11 @@ func TestPlaceAfterWait(t *testing.T) {
 func TestQueuedRequestWithdraws(t *testing.T) {
 	release := make(chan struct{})
 	ran := make(chan []*request, 2)
-	c := newCoalescer(10, 0, func(_ int64, batch []*request) {
-		ran <- batch
-		<-release
+	c := newCoalescer(10, 0, func(int64) leader {
+		return leaderFunc(func(batch []*request) {
+			ran <- batch
+			<-release
+		})
 	})
 	now := time.Now()
 	first := &request{o: Order{ProductID: 1}, done: make(chan result, 1), deadline: now.Add(time.Second)}
@@ -269,4 +271,18 @@ func TestQueuedRequestWithdraws(t *testing.T) {
 			t.Errorf("earliestDeadline = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// leaderFunc is a leader with nothing to do when idle.
+type leaderFunc func(batch []*request)
+
+func (f leaderFunc) run(batch []*request) { f(batch) }
+func (leaderFunc) idle()                  {}
+
+// runBatch runs one batch as a leader would, then lets the leader go idle
+// (a hold it kept is released).
+func (s *Service) runBatch(productID int64, batch []*request) {
+	l := s.leadBatches(productID)
+	l.run(batch)
+	l.idle()
 }

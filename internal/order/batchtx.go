@@ -12,17 +12,7 @@ import (
 // numbers, the unpaid cap, the deduction under d's hold and the orders. It
 // fills res and returns what the deduction took (zero: it ran none).
 func (s *Service) commitTx(tx *gorm.DB, d *inventory.Deduction, batch []*request, res []result) (taken inventory.Taken, err error) {
-	first := make(map[string]int, len(batch)) // order number -> its first open request in the batch
-	nos := make([]string, 0, len(batch))
-	for i, r := range batch {
-		if !res[i].open() {
-			continue // decided by an earlier bucket's transaction
-		}
-		if _, ok := first[r.o.OrderNo]; !ok {
-			first[r.o.OrderNo] = i
-			nos = append(nos, r.o.OrderNo)
-		}
-	}
+	first, nos := firstOfEach(batch, res)
 	var found []Order
 	if err := tx.Where("order_no IN ?", nos).Find(&found).Error; err != nil {
 		return taken, err
@@ -31,19 +21,7 @@ func (s *Service) commitTx(tx *gorm.DB, d *inventory.Deduction, batch []*request
 	for _, o := range found {
 		existing[o.OrderNo] = o
 	}
-	var wants []inventory.Want
-	var asked []int // batch index of each want
-	for i, r := range batch {
-		if j, ok := first[r.o.OrderNo]; !ok || j != i {
-			continue
-		}
-		if o, ok := existing[r.o.OrderNo]; ok {
-			res[i] = repeat(o, r.o.RequestHash)
-			continue
-		}
-		wants = append(wants, inventory.Want{OrderNo: r.o.OrderNo, Quantity: r.o.Quantity})
-		asked = append(asked, i)
-	}
+	wants, asked := wantsOf(batch, first, existing, res)
 	wants, asked, err = s.capUnpaid(tx, batch, wants, asked, res)
 	if err != nil {
 		return taken, err
@@ -56,12 +34,53 @@ func (s *Service) commitTx(tx *gorm.DB, d *inventory.Deduction, batch []*request
 			return inventory.Taken{}, err
 		}
 	}
+	answerRepeats(batch, first, res)
+	return taken, nil
+}
+
+// firstOfEach maps each order number still open in the batch to its first
+// request, and lists the numbers.
+func firstOfEach(batch []*request, res []result) (first map[string]int, nos []string) {
+	first = make(map[string]int, len(batch))
+	nos = make([]string, 0, len(batch))
+	for i, r := range batch {
+		if !res[i].open() {
+			continue // decided by an earlier bucket's transaction
+		}
+		if _, ok := first[r.o.OrderNo]; !ok {
+			first[r.o.OrderNo] = i
+			nos = append(nos, r.o.OrderNo)
+		}
+	}
+	return first, nos
+}
+
+// wantsOf is the wants of the first requests of each order number, with
+// the batch index of each (asked); one whose order exists is answered from
+// it.
+func wantsOf(batch []*request, first map[string]int, existing map[string]Order, res []result) (wants []inventory.Want, asked []int) {
+	for i, r := range batch {
+		if j, ok := first[r.o.OrderNo]; !ok || j != i {
+			continue
+		}
+		if o, ok := existing[r.o.OrderNo]; ok {
+			res[i] = repeat(o, r.o.RequestHash)
+			continue
+		}
+		wants = append(wants, inventory.Want{OrderNo: r.o.OrderNo, Quantity: r.o.Quantity})
+		asked = append(asked, i)
+	}
+	return wants, asked
+}
+
+// answerRepeats answers the requests that repeat an earlier one of the
+// batch as that one was answered.
+func answerRepeats(batch []*request, first map[string]int, res []result) {
 	for i, r := range batch {
 		if j, ok := first[r.o.OrderNo]; ok && j != i {
 			res[i] = sameAs(res[j], r.o.RequestHash)
 		}
 	}
-	return taken, nil
 }
 
 // capUnpaid refuses (ErrUnpaidLimit) the wants that would take their
@@ -113,6 +132,20 @@ func (s *Service) capUnpaid(tx *gorm.DB, batch []*request, wants []inventory.Wan
 // results; refused wants get their refusal, and wants the deduction left
 // open stay open, for its next hold.
 func (s *Service) insert(tx *gorm.DB, batch []*request, asked []int, taken inventory.Taken, res []result) error {
+	orders := newOrders(batch, asked, taken, res)
+	if len(orders) == 0 {
+		return nil
+	}
+	if err := tx.Create(&orders).Error; err != nil {
+		return err
+	}
+	answerCreated(asked, taken, orders, res)
+	return nil
+}
+
+// newOrders is the orders of the served wants; refused wants get their
+// refusal in res.
+func newOrders(batch []*request, asked []int, taken inventory.Taken, res []result) []Order {
 	orders := make([]Order, 0, taken.Granted())
 	now := dbx.Now()
 	for k, i := range asked {
@@ -130,12 +163,11 @@ func (s *Service) insert(tx *gorm.DB, batch []*request, asked []int, taken inven
 		o.CreatedAt, o.UpdatedAt = now, now
 		orders = append(orders, o)
 	}
-	if len(orders) == 0 {
-		return nil
-	}
-	if err := tx.Create(&orders).Error; err != nil {
-		return err
-	}
+	return orders
+}
+
+// answerCreated answers the served wants with their orders, written.
+func answerCreated(asked []int, taken inventory.Taken, orders []Order, res []result) {
 	j := 0
 	for k, i := range asked {
 		if taken.Refused[k] == nil {
@@ -143,7 +175,6 @@ func (s *Service) insert(tx *gorm.DB, batch []*request, asked []int, taken inven
 			j++
 		}
 	}
-	return nil
 }
 
 // repeat answers a request whose order number already has an order: the

@@ -23,7 +23,7 @@ func TestBucketsNeverOversellAcrossInstances(t *testing.T) {
 	shops := make([]shop, 3)
 	for i := range shops {
 		inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.LockFence, SoldOutRecheck: time.Second, Buckets: 3, HomeBucket: i})
-		orders := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 16}, order.NewMetrics(prometheus.NewRegistry()), discard())
+		orders := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 16, Packets: f.Packets(t)}, order.NewMetrics(prometheus.NewRegistry()), discard())
 		t.Cleanup(orders.Wait)
 		shops[i] = shop{inv, orders}
 	}

@@ -52,7 +52,7 @@ func anyOpen(res []result) bool {
 type coalescer struct {
 	max    int
 	window time.Duration
-	run    func(productID int64, batch []*request)
+	lead   func(productID int64) leader // a leader's own state, for its batches
 
 	mu      sync.Mutex
 	queues  map[int64][]*request // a key is present while its leader runs
@@ -60,8 +60,16 @@ type coalescer struct {
 	wg      sync.WaitGroup
 }
 
-func newCoalescer(max int, window time.Duration, run func(int64, []*request)) *coalescer {
-	return &coalescer{max: max, window: window, run: run, queues: map[int64][]*request{}}
+// A leader runs one product's batches one after another; idle is called
+// when none is queued, before the leader ends or waits for more (a kept
+// product hold is released there).
+type leader interface {
+	run(batch []*request)
+	idle()
+}
+
+func newCoalescer(max int, window time.Duration, lead func(int64) leader) *coalescer {
+	return &coalescer{max: max, window: window, lead: lead, queues: map[int64][]*request{}}
 }
 
 // submit queues r; r.done receives its result. It returns false, queueing
@@ -78,7 +86,7 @@ func (c *coalescer) submit(r *request) bool {
 	c.queues[id] = append(q, r)
 	if !leading {
 		c.wg.Add(1)
-		go c.lead(id)
+		go c.drain(id)
 	}
 	return true
 }
@@ -98,9 +106,11 @@ func (c *coalescer) withdraw(r *request) bool {
 	return true
 }
 
-// lead drains id's queue batch by batch and ends when it is empty.
-func (c *coalescer) lead(id int64) {
+// drain leads id's queue batch by batch and ends when it is empty, after
+// the leader went idle.
+func (c *coalescer) drain(id int64) {
 	defer c.wg.Done()
+	l := c.lead(id)
 	for {
 		if c.window > 0 {
 			time.Sleep(c.window)
@@ -108,6 +118,13 @@ func (c *coalescer) lead(id int64) {
 		c.mu.Lock()
 		q := c.queues[id]
 		if len(q) == 0 {
+			c.mu.Unlock()
+			l.idle() // (a Redis call: not under mu)
+			c.mu.Lock()
+			if len(c.queues[id]) > 0 {
+				c.mu.Unlock()
+				continue // more came meanwhile: lead on
+			}
 			delete(c.queues, id)
 			c.mu.Unlock()
 			return
@@ -116,7 +133,7 @@ func (c *coalescer) lead(id int64) {
 		batch := q[:n:n]
 		c.queues[id] = q[n:]
 		c.mu.Unlock()
-		c.run(id, batch)
+		l.run(batch)
 	}
 }
 

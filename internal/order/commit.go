@@ -16,29 +16,54 @@ import (
 	"github.com/seckill-lab/shop/internal/tracing"
 )
 
-// runBatch is a leader's turn: place the batch, answer each request, and
-// write the processed markers off the leader's path, so the next batch does
-// not wait for Redis. (Only leaders call it: a leader holds a count of the
-// coalescer's WaitGroup, so this Go happens before any Wait can return.)
-func (s *Service) runBatch(productID int64, batch []*request) {
-	res := s.answerBatch(productID, batch)
-	s.batches.wg.Go(func() { s.markAll(res) })
+// batchLeader leads one product's batches in this instance: they share
+// the product hold its Keeper keeps from one batch to the next while
+// buyers queue, released when none does.
+type batchLeader struct {
+	s      *Service
+	id     int64
+	keeper *inventory.Keeper
 }
+
+func (s *Service) leadBatches(productID int64) leader {
+	return &batchLeader{s: s, id: productID, keeper: s.inv.Keeper(s.bg, productID)}
+}
+
+// run is a leader's turn: place the batch, answer each request, and write
+// the processed markers off the leader's path, so the next batch does not
+// wait for Redis. (Only leaders call it: a leader holds a count of the
+// coalescer's WaitGroup, so this Go happens before any Wait can return.)
+func (l *batchLeader) run(batch []*request) {
+	res := l.s.answerBatch(l.keeper, l.id, batch)
+	l.s.batches.wg.Go(func() { l.s.markAll(res) })
+}
+
+func (l *batchLeader) idle() { l.keeper.Release() }
 
 // answerBatch places a batch and answers each of its requests: as soon as
 // its transaction committed (the lock's release, a Redis call that may be
 // slow in a failover, does not change the outcome), else with the error.
-func (s *Service) answerBatch(productID int64, batch []*request) []result {
+// A leader's answers are sent off its path: waking 32 goroutines is work
+// the next batch, which may already hold the lock, does not wait for.
+// k is the leader's keeper; nil for a request placed alone.
+func (s *Service) answerBatch(k *inventory.Keeper, productID int64, batch []*request) []result {
 	s.metrics.batched(len(batch))
 	var once sync.Once
+	send := func(res []result) {
+		for i, r := range batch {
+			r.done <- res[i]
+		}
+	}
 	answer := func(res []result) {
 		once.Do(func() {
-			for i, r := range batch {
-				r.done <- res[i]
+			if k == nil { // a request placed alone, outside any leader
+				send(res)
+				return
 			}
+			s.batches.wg.Go(func() { send(res) })
 		})
 	}
-	res := s.placeSafely(productID, batch, answer)
+	res := s.placeSafely(k, productID, batch, answer)
 	answer(res)
 	return res
 }
@@ -54,7 +79,7 @@ const batchTxTimeout = 30 * time.Second
 // placeSafely is placeBatch with a panic turned into every request's error:
 // a leader runs outside any request, where no HTTP recovery would catch it,
 // and its waiting requests must still be answered.
-func (s *Service) placeSafely(productID int64, batch []*request, committed func([]result)) (res []result) {
+func (s *Service) placeSafely(k *inventory.Keeper, productID int64, batch []*request, committed func([]result)) (res []result) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("order batch panicked; its requests are answered with an error", "product_id", productID, "panic", fmt.Sprint(p))
@@ -72,7 +97,7 @@ func (s *Service) placeSafely(productID int64, batch []*request, committed func(
 		ctx, cancel = context.WithDeadline(ctx, d)
 		defer cancel()
 	}
-	return s.placeBatch(ctx, productID, batch, committed)
+	return s.placeBatch(ctx, k, productID, batch, committed)
 }
 
 // earliestDeadline is the deadline of the batch's most pressed request: it
@@ -108,7 +133,7 @@ func earliestDeadline(batch []*request) (time.Time, bool) {
 // when none is left open (or the deduction failed: the open ones get its
 // error, the ones an earlier bucket's transaction committed keep their
 // result).
-func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*request, committed func([]result)) []result {
+func (s *Service) placeBatch(ctx context.Context, k *inventory.Keeper, productID int64, batch []*request, committed func([]result)) []result {
 	res := make([]result, len(batch))
 	end := txEnds{tx: time.Now().Add(batchTxTimeout), inDoubt: time.Now().Add(batchTxTimeout + inDoubtTimeout)}
 	if dl, ok := ctx.Deadline(); ok {
@@ -123,15 +148,21 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 	for i, r := range batch {
 		wants[i] = inventory.Want{OrderNo: r.o.OrderNo, Quantity: r.o.Quantity}
 	}
-	d := s.inv.Deduct(ctx, productID, wants)
+	var d *inventory.Deduction
+	if k != nil {
+		d = k.Deduct(ctx, wants)
+	} else {
+		d = s.inv.Deduct(ctx, productID, wants)
+	}
 	defer d.Close()
 	for i, err := range d.Refused() {
 		if err != nil {
 			res[i] = result{err: err} // the gate turned it away
 		}
 	}
-	for d.Next() {
-		taken, err := s.commitHeld(d, productID, batch, res, end)
+	for redis := 0; d.Next(); redis = d.RedisTrips() {
+		start, db := time.Now(), &dbx.Trips{}
+		taken, err := s.commitHeld(d, db, productID, batch, res, end)
 		if err == nil && !taken.SoldOut && !anyOpen(res) {
 			// Answered now: the release that follows is a Redis call, slow
 			// in a failover. A batch that sold the product out answers once
@@ -141,6 +172,7 @@ func (s *Service) placeBatch(ctx context.Context, productID int64, batch []*requ
 			committed(res)
 		}
 		d.Done(taken, err)
+		s.metrics.turned(len(batch), time.Since(start), db.N(), d.RedisTrips()-redis)
 	}
 	err := d.Err()
 	for i := range res {
@@ -174,17 +206,24 @@ type txEnds struct{ tx, inDoubt time.Time }
 // does not cancel the transaction midway: it runs until the deadline plus
 // grace.Commit (A1), and a COMMIT cut there is in doubt like one whose
 // connection broke, and looked up.
-func (s *Service) commitHeld(d *inventory.Deduction, productID int64, batch []*request, res []result, end txEnds) (taken inventory.Taken, err error) {
+func (s *Service) commitHeld(d *inventory.Deduction, trips *dbx.Trips, productID int64, batch []*request, res []result, end txEnds) (taken inventory.Taken, err error) {
 	ctx := d.Context()
 	if err := ctx.Err(); err != nil {
 		return inventory.Taken{}, err
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end.tx)
+	ctx, cancel := context.WithDeadline(dbx.CountTrips(context.WithoutCancel(ctx), trips), end.tx)
 	defer cancel()
 	ctx, span := tracing.Begin(ctx, tracing.Tx)
 	span.Int("shop.batch.size", int64(len(batch)))
 	span.Int("shop.lock.fence", d.Fence().Number)
 	defer func() { span.End(err) }()
+	if s.cfg.Packets != nil {
+		span.Int("shop.tx.packet", 1)
+		if taken, done, err := s.commitPacket(ctx, d, productID, batch, res, end); done {
+			return taken, err
+		}
+		span.Int("shop.tx.packet", 0) // written one statement at a time below
+	}
 	var got []result // this transaction's results; res once it committed
 	for attempt := 1; ; attempt++ {
 		span.Int("shop.tx.attempts", int64(attempt))

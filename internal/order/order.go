@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/tracing"
@@ -72,6 +73,9 @@ type Config struct {
 	// NoIdempotency is a LAB switch: random order numbers, no marker, so
 	// retries create duplicates the audit must catch.
 	NoIdempotency bool
+	// Packets, when set, commits a batch in one round trip where it can
+	// (packet.go); nil: every batch runs its statements one by one.
+	Packets *dbx.Writer
 }
 
 // Service places orders and moves them through their states.
@@ -96,7 +100,7 @@ func New(db *gorm.DB, inv *inventory.Service, markers *idem.Markers, cfg Config,
 	cfg.BatchMax = max(cfg.BatchMax, 1)
 	s := &Service{db: db, inv: inv, markers: markers, cfg: cfg, log: log, metrics: m,
 		bg: context.Background(), buyers: newBuyerLists()}
-	s.batches = newCoalescer(cfg.BatchMax, cfg.BatchWindow, s.runBatch)
+	s.batches = newCoalescer(cfg.BatchMax, cfg.BatchWindow, s.leadBatches)
 	return s
 }
 
@@ -147,7 +151,7 @@ func (s *Service) place(ctx context.Context, o Order, locks bool) (Order, bool, 
 	r := &request{o: o, done: make(chan result, 1), rider: tracing.Board(ctx)}
 	r.deadline, _ = ctx.Deadline()
 	if s.cfg.BatchMax <= 1 || !locks || !s.batches.submit(r) {
-		s.markAll(s.answerBatch(o.ProductID, []*request{r}))
+		s.markAll(s.answerBatch(nil, o.ProductID, []*request{r}))
 	}
 	res := s.await(ctx, r)
 	switch {

@@ -35,7 +35,7 @@ type shop struct {
 func (f *fixture) shop(t *testing.T) shop {
 	t.Helper()
 	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.LockFence, SoldOutRecheck: time.Second})
-	orders := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	orders := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, Packets: f.Packets(t)}, order.NewMetrics(prometheus.NewRegistry()), discard())
 	t.Cleanup(orders.Wait)
 	return shop{inv, orders}
 }

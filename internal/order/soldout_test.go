@@ -198,7 +198,7 @@ func TestSoldOutLearnedFromGateRefusal(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.RedisGate, SoldOutRecheck: time.Hour})
-	s := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64}, order.NewMetrics(prometheus.NewRegistry()), discard())
+	s := order.New(f.DB, inv, f.Markers(), order.Config{BatchMax: 64, Packets: f.Packets(t)}, order.NewMetrics(prometheus.NewRegistry()), discard())
 	t.Cleanup(s.Wait)
 	ctx := context.Background()
 	id := f.Product(t, inv, 250, 2)

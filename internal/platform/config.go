@@ -42,6 +42,9 @@ type Config struct {
 	SoldOutCache  time.Duration
 	BatchMax      int64         // orders of one product per lock hold and transaction
 	BatchWindow   time.Duration // optional wait for a batch to fill
+	KeepBatches   int64         // batches a leader may run under one kept product hold; 1: off
+	KeepFor       time.Duration // how long a leader may keep a product hold
+	DBPackets     bool          // a batch's writes in one round trip (MySQL only)
 	MemoryLimit   int64         // MiB, the Go runtime's soft memory limit unless GOMEMLIMIT is set
 	GCPercent     int64         // the Go runtime's GC percent unless GOGC is set
 	MaxProcs      int64         // the Go runtime's GOMAXPROCS unless GOMAXPROCS is set; 0: Go's default
@@ -223,6 +226,9 @@ var settings = []setting{
 	{"sold-out-cache", "SHOP_SOLD_OUT_CACHE", "1s", "how long an instance trusts its in-memory sold-out book before one request re-reads the product row", dur(func(c *Config) *time.Duration { return &c.SoldOutCache })},
 	{"lock-replicas", "SHOP_LOCK_REPLICAS", "0", "replicas that must acknowledge a lock after it is taken or renewed (Redis WAIT), or it is not held; 0: off. Narrows, does not close, the failover window: the fence is the guarantee", integer(func(c *Config) *int64 { return &c.LockReplicas }, 0, 16)},
 	{"batch-max", "SHOP_BATCH_MAX", "128", "most orders of one product placed under one lock hold and one transaction; 1 turns coalescing off", integer(func(c *Config) *int64 { return &c.BatchMax }, 1, 10_000)},
+	{"lock-keep-batches", "SHOP_LOCK_KEEP_BATCHES", "16", "most batches of one product a leader runs under one product lock hold, kept while buyers queue and nobody else asks for the lock (docs chapter 9); 1: every batch takes and releases the lock", integer(func(c *Config) *int64 { return &c.KeepBatches }, 1, 10_000)},
+	{"lock-keep-for", "SHOP_LOCK_KEEP_FOR", "50ms", "longest a leader keeps a product lock hold across batches, so restocks, cancels and other instances get their turn", dur(func(c *Config) *time.Duration { return &c.KeepFor })},
+	{"db-packets", "SHOP_DB_PACKETS", "true", "a batch's stock update, ledger rows, orders and COMMIT go to MySQL/MariaDB as one multi-statement packet on a pool of its own, written only if the fenced stock update matched (docs chapter 9); false: one round trip per statement", boolean(func(c *Config) *bool { return &c.DBPackets })},
 	{"batch-window", "SHOP_BATCH_WINDOW", "0s", "wait before a batch is taken so more orders join it; 0: only what queued while the previous batch ran", dur(func(c *Config) *time.Duration { return &c.BatchWindow })},
 	{"memory-limit", "SHOP_MEMORY_LIMIT", "112", "soft memory limit in MiB for the Go runtime (GC works harder near it); 0: none; GOMEMLIMIT, when set, wins", integer(func(c *Config) *int64 { return &c.MemoryLimit }, 0, 1<<20)},
 	{"gc-percent", "SHOP_GC_PERCENT", "200", "heap growth in percent of the live heap before the Go runtime collects (its GOGC); the shop's live heap is small, so at Go's 100 it collects about 15 times a second under load; GOGC, when set, wins", integer(func(c *Config) *int64 { return &c.GCPercent }, 10, 10000)},
@@ -345,7 +351,7 @@ func (c Config) validate() error {
 		env string
 		d   time.Duration
 	}{
-		{"SHOP_LOCK_WAIT", c.LockWait}, {"SHOP_SWEEP_INTERVAL", c.SweepInterval}, {"SHOP_SOLD_OUT_CACHE", c.SoldOutCache}, {"SHOP_BATCH_WINDOW", c.BatchWindow},
+		{"SHOP_LOCK_WAIT", c.LockWait}, {"SHOP_SWEEP_INTERVAL", c.SweepInterval}, {"SHOP_SOLD_OUT_CACHE", c.SoldOutCache}, {"SHOP_BATCH_WINDOW", c.BatchWindow}, {"SHOP_LOCK_KEEP_FOR", c.KeepFor},
 		{"SHOP_SHUTDOWN_WAIT", c.ShutdownWait}, {"SHOP_LAB_PAUSE_AFTER_LOCK", c.LabPauseAfterLock}, {"SHOP_LAB_SLOW_PAYMENT", c.LabSlowPayment},
 	}
 	for _, p := range nonNegative {

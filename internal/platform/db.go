@@ -11,6 +11,8 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/seckill-lab/shop/internal/dbx"
 )
 
 // Dialects of the database, as the migrations folder names them.
@@ -23,6 +25,7 @@ const (
 type DB struct {
 	*gorm.DB
 	Dialect string
+	dsn     string // MySQL's, normalized
 }
 
 // OpenDB opens MySQL/MariaDB when dsn is set, else the SQLite file at path.
@@ -58,7 +61,10 @@ func OpenDBPool(ctx context.Context, dsn, path string, maxConns int, log *slog.L
 			_ = sqlDB.Close()
 			return nil, fmt.Errorf("ping mysql: %w", err)
 		}
-		return &DB{DB: g, Dialect: DialectMySQL}, nil
+		if err := dbx.CountTripsOf(g); err != nil {
+			return nil, err
+		}
+		return &DB{DB: g, Dialect: DialectMySQL, dsn: norm}, nil
 	}
 	// Writers take the file lock when their transaction begins (immediate), so
 	// two processes never deadlock upgrading a read to a write; WAL lets
@@ -97,6 +103,9 @@ func OpenDBPool(ctx context.Context, dsn, path string, maxConns int, log *slog.L
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if err := dbx.CountTripsOf(g); err != nil {
+		return nil, err
 	}
 	return &DB{DB: g, Dialect: DialectSQLite}, nil
 }
@@ -141,6 +150,15 @@ const mysqlDialTimeout = 2 * time.Second
 // interpolationSafe are the connection charsets with which client-side
 // parameter interpolation cannot be tricked by a multi-byte sequence.
 var interpolationSafe = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": true, "latin1": true, "ascii": true, "binary": true}
+
+// Packets opens the pool of a dbx.Writer on the same MySQL database, of at
+// most conns connections; nil, nil on SQLite, which has no packets.
+func (d *DB) Packets(conns int) (*dbx.Writer, error) {
+	if d.Dialect != DialectMySQL {
+		return nil, nil
+	}
+	return dbx.OpenWriter(d.dsn, conns)
+}
 
 // Close closes the pool.
 func (d *DB) Close() error {

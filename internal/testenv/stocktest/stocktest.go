@@ -15,9 +15,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/idem"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/lockx"
+	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/internal/testenv"
 	"github.com/seckill-lab/shop/internal/testenv/testdb"
 )
@@ -28,13 +30,27 @@ type Fixture struct {
 	DB     *gorm.DB
 	RDB    redis.UniversalClient
 	Prefix string
+	db     *platform.DB
 }
 
 // New gives the test a fresh migrated MySQL database and Redis prefix.
 func New(t testing.TB) *Fixture {
 	t.Helper()
 	rdb, prefix := testenv.RedisClient(t)
-	return &Fixture{DB: testdb.MigratedMySQL(t).DB, RDB: rdb, Prefix: prefix}
+	db := testdb.MigratedMySQL(t)
+	return &Fixture{DB: db.DB, RDB: rdb, Prefix: prefix, db: db}
+}
+
+// Packets is a packet writer on the fixture's database, as a shop opens
+// one (SHOP_DB_PACKETS), closed at cleanup.
+func (f *Fixture) Packets(t testing.TB) *dbx.Writer {
+	t.Helper()
+	w, err := f.db.Packets(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return w
 }
 
 // Discard is the logger of services under test.
@@ -42,7 +58,8 @@ func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // Inventory is one instance's stock service: its own lock client (closed at
 // cleanup) and metrics registry, on the fixture's database and prefix. A
-// zero LockTTL or LockWait is 5s or 30s.
+// zero LockTTL or LockWait is 5s or 30s; a zero KeepBatches and KeepFor
+// are the shop's defaults (16, 50ms): holds are kept as in a shop.
 func (f *Fixture) Inventory(t testing.TB, cfg inventory.Config) (*inventory.Service, *prometheus.Registry) {
 	t.Helper()
 	locks := lockx.New(f.RDB, lockx.Options{Prefix: f.Prefix + "lock:"})
@@ -52,6 +69,9 @@ func (f *Fixture) Inventory(t testing.TB, cfg inventory.Config) (*inventory.Serv
 	}
 	if cfg.LockWait == 0 {
 		cfg.LockWait = 30 * time.Second
+	}
+	if cfg.KeepBatches == 0 && cfg.KeepFor == 0 {
+		cfg.KeepBatches, cfg.KeepFor = 16, 50*time.Millisecond
 	}
 	cfg.KeyPrefix = f.Prefix
 	reg := prometheus.NewRegistry()

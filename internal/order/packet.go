@@ -1,0 +1,83 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/seckill-lab/shop/internal/dbx"
+	"github.com/seckill-lab/shop/internal/inventory"
+)
+
+// A hot product's turn is the time its lock is held per batch, and most of
+// it is round trips. The common batch therefore goes to the database as
+// one packet (dbx.Packet), after one read for the unpaid cap: the fenced
+// conditional UPDATE of the whole batch as the packet's guard, the ledger
+// rows and the orders written only if it matched, and the COMMIT. The
+// fence stays the last line of defence: a holder whose lease ran out
+// writes nothing, exactly as in the transaction it replaces.
+//
+// The packet reads nothing first. Repeats are filtered before the batch
+// (the processed marker, the sold-out buyers), and the orders' unique
+// order number decides the rest: a duplicate rolls the packet back, and
+// the batch runs as a transaction with the read (commitTx). So does a batch
+// whose guard missed (too little stock for all: decided want by want), and
+// one whose strategy writes no packet.
+
+// orderColumns are the columns a packet writes of an order.
+var orderColumns = []string{"order_no", "user_id", "product_id", "quantity", "amount_cents", "kind", "status", "version", "idem_key", "request_hash", "created_at", "updated_at"}
+
+// commitPacket tries the batch as one packet under d's hold. done is false
+// when the packet wrote nothing (not applicable, its guard missed, a
+// duplicate order number, or any refusal of the database): the caller then
+// runs commitTx. done is true when it committed (res filled) or is in doubt
+// and was resolved as landed, or not resolved (err).
+func (s *Service) commitPacket(ctx context.Context, d *inventory.Deduction, productID int64, batch []*request, res []result, end txEnds) (taken inventory.Taken, done bool, err error) {
+	got := slices.Clone(res)
+	first, _ := firstOfEach(batch, got)
+	wants, asked := wantsOf(batch, first, nil, got)
+	wants, asked, err = s.capUnpaid(s.db.WithContext(ctx), batch, wants, asked, got)
+	if err != nil || len(wants) == 0 {
+		return inventory.Taken{}, false, nil
+	}
+	p, taken, ok := d.Packet(wants)
+	if !ok {
+		return inventory.Taken{}, false, nil
+	}
+	orders := newOrders(batch, asked, taken, got)
+	rows := make([][]any, len(orders))
+	for i, o := range orders {
+		rows[i] = []any{o.OrderNo, o.UserID, o.ProductID, o.Quantity, o.AmountCents, o.Kind, o.Status, o.Version, o.IdemKey, o.RequestHash, o.CreatedAt, o.UpdatedAt}
+	}
+	p.Insert("orders", orderColumns, rows)
+	answerCreated(asked, taken, orders, got)
+	answerRepeats(batch, first, got)
+
+	err = s.cfg.Packets.Commit(ctx, p)
+	switch {
+	case err == nil:
+		s.metrics.packet("committed")
+	case dbx.ConnLost(err) || ctx.Err() != nil:
+		// Sent, and its answer lost or cut at end.tx: in doubt, like any
+		// COMMIT, and decided by what the database holds.
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end.inDoubt)
+		landed, rerr := s.resolveInDoubt(rctx, productID, got, err)
+		cancel()
+		if rerr != nil {
+			return inventory.Taken{}, true, rerr
+		}
+		if !landed {
+			s.metrics.packet("rolled_back")
+			return inventory.Taken{}, false, nil
+		}
+		s.metrics.packet("committed")
+	case errors.Is(err, dbx.ErrGuardMissed):
+		s.metrics.packet("guard_missed")
+		return inventory.Taken{}, false, nil
+	default:
+		s.metrics.packet("refused")
+		return inventory.Taken{}, false, nil
+	}
+	copy(res, got)
+	return taken, true, nil
+}
