@@ -29,6 +29,7 @@ import (
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
+	"github.com/seckill-lab/shop/loadtest/internal/procstat"
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
@@ -250,13 +251,13 @@ func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Clust
 	}
 	h.BenchSay("bench: GET /healthz, %d clients", o.Clients)
 	health := benchLoad{method: http.MethodGet, path: "/healthz", Want: http.StatusOK}
-	procs := findProcs(ctx, c, db)
-	cpu0 := snapCPU(procs)
+	procs := procstat.Find(ctx, c, db)
+	cpu0 := procs.Snap()
 	br.Healthz, err = health.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
 	if err != nil {
 		return fmt.Errorf("healthz phase: %w", err)
 	}
-	br.Healthz.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(br.Healthz.Sent), "request")
+	br.Healthz.CPU = procs.PerUnit(cpu0, procs.Snap(), int64(br.Healthz.Sent), "request")
 	if br.Healthz.PerSec > 0 {
 		br.RefusalRatio = br.SoldOut.PerSec / br.Healthz.PerSec
 	}
@@ -282,10 +283,10 @@ func (h runner) soldOutPhase(ctx context.Context, db *sql.DB, c *shops.Cluster, 
 		return benchLoad{}, 0, benchreport.Rate{}, err
 	}
 	l := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
-	procs := findProcs(ctx, c, db)
-	cpu0 := snapCPU(procs)
+	procs := procstat.Find(ctx, c, db)
+	cpu0 := procs.Snap()
 	rate, err := l.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
-	rate.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(rate.Sent), "refusal")
+	rate.CPU = procs.PerUnit(cpu0, procs.Snap(), int64(rate.Sent), "refusal")
 	return l, p.ID, rate, err
 }
 
@@ -309,9 +310,9 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		return out, err
 	}
 	l.Affine = rt.Affine
-	procs := findProcs(ctx, c, db)
+	procs := procstat.Find(ctx, c, db)
 	var (
-		cpu0, cpu1      cpuSnap
+		cpu0, cpu1      procstat.Snap
 		series          []benchreport.Sample
 		count0, count1  int64
 		t0, t1          time.Time
@@ -327,7 +328,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		if !sleepUntil(ctx, start.Add(o.Warmup)) {
 			return
 		}
-		t0, cpu0 = time.Now(), snapCPU(procs)
+		t0, cpu0 = time.Now(), procs.Snap()
 		if count0, sampleErr = countOrders(ctx, db, products...); sampleErr != nil {
 			return
 		}
@@ -357,7 +358,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 			series = append(series, smp)
 			prevT, prevCount, prevSum, prevN = now, n, s, k
 			if last {
-				t1, count1, cpu1 = now, n, snapCPU(procs)
+				t1, count1, cpu1 = now, n, procs.Snap()
 				return
 			}
 		}
@@ -376,7 +377,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	}
 	out.Committed, out.Seconds = count1-count0, t1.Sub(t0).Seconds()
 	out.OrdersPerSec = float64(out.Committed) / out.Seconds
-	out.CPU = cpuPer(procs, cpu0, cpu1, out.Committed, "order")
+	out.CPU = procs.PerUnit(cpu0, cpu1, out.Committed, "order")
 	if s, k := histTotals(ctx, c, benchreport.BatchMetric); k > n0 {
 		out.BatchMean = (s - sum0) / (k - n0)
 	}
