@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -122,6 +123,33 @@ go_goroutines 7
 	m := ParseMetrics(text, "shop_")
 	if m["shop_inventory_stale_fence_rejections_total"] != 3 || m["shop_http_requests_total"] != 7 || len(m) != 2 {
 		t.Fatalf("%v", m)
+	}
+}
+
+func TestParseMetricsBy(t *testing.T) {
+	text := []byte(`# TYPE shop_order_turn_seconds histogram
+shop_order_turn_seconds_bucket{size="1",le="0.005"} 3
+shop_order_turn_seconds_bucket{size="1",le="+Inf"} 4
+shop_order_turn_seconds_sum{size="1"} 0.02
+shop_order_turn_seconds_count{size="1"} 4
+shop_order_turn_seconds_sum{size="4-7"} 0.5
+shop_order_turn_seconds_count{size="4-7"} 10
+shop_order_turn_orders_total{instance="a, \"b\"",size="64+"} 640
+shop_order_turn_orders_total{instance="c",size="64+"} 60
+shop_lock_holds_total 9
+`)
+	m := ParseMetricsBy(text, "shop_order_turn_", "size")
+	want := map[string]map[string]float64{
+		"shop_order_turn_seconds_bucket": {"1": 7},
+		"shop_order_turn_seconds_sum":    {"1": 0.02, "4-7": 0.5},
+		"shop_order_turn_seconds_count":  {"1": 4, "4-7": 10},
+		"shop_order_turn_orders_total":   {"64+": 700},
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("got %v\nwant %v", m, want)
+	}
+	if v := ParseMetricsBy(text, "shop_lock_", "size"); v["shop_lock_holds_total"][""] != 9 {
+		t.Fatalf("a sample without the label: %v", v)
 	}
 }
 

@@ -254,17 +254,57 @@ func (c *Client) Audit(ctx context.Context, productID int64) (audit.Report, erro
 // Metrics scrapes target's /metrics and returns every sample whose name
 // starts with prefix, summed over labels.
 func (c *Client) Metrics(ctx context.Context, target int, prefix string) (map[string]float64, error) {
+	b, err := c.scrape(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMetrics(b, prefix), nil
+}
+
+// MetricsBy scrapes target's /metrics and returns every sample whose name
+// starts with prefix by the value of label ("" for a sample without it),
+// summed over the other labels.
+func (c *Client) MetricsBy(ctx context.Context, target int, prefix, label string) (map[string]map[string]float64, error) {
+	b, err := c.scrape(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMetricsBy(b, prefix, label), nil
+}
+
+func (c *Client) scrape(ctx context.Context, target int) ([]byte, error) {
 	a := c.Do(ctx, Call{Target: target, Method: http.MethodGet, Path: "/metrics", Timeout: 3 * time.Second})
 	if err := a.Error(http.StatusOK); err != nil {
 		return nil, err
 	}
-	return ParseMetrics(a.Body, prefix), nil
+	return a.Body, nil
 }
 
 // ParseMetrics reads Prometheus text format, summing samples of one name
 // over their labels.
 func ParseMetrics(text []byte, prefix string) map[string]float64 {
 	out := map[string]float64{}
+	eachSample(text, prefix, func(name, _ string, v float64) { out[name] += v })
+	return out
+}
+
+// ParseMetricsBy reads Prometheus text format, summing samples of one name
+// and one value of label over their other labels.
+func ParseMetricsBy(text []byte, prefix, label string) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	eachSample(text, prefix, func(name, labels string, v float64) {
+		if out[name] == nil {
+			out[name] = map[string]float64{}
+		}
+		out[name][labelValue(labels, label)] += v
+	})
+	return out
+}
+
+// eachSample calls f with each sample of text whose name starts with
+// prefix: its name, its label set as written ({a="x",b="y"}; "" without
+// labels) and its value.
+func eachSample(text []byte, prefix string, f func(name, labels string, v float64)) {
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -272,24 +312,50 @@ func ParseMetrics(text []byte, prefix string) map[string]float64 {
 		if line == "" || line[0] == '#' || !strings.HasPrefix(line, prefix) {
 			continue
 		}
-		name, rest := line, ""
+		name, labels, rest := line, "", ""
 		if i := strings.IndexAny(line, "{ "); i >= 0 {
 			name, rest = line[:i], line[i:]
 		}
 		if j := strings.LastIndexByte(rest, '}'); j >= 0 {
-			rest = rest[j+1:]
+			labels, rest = rest[:j+1], rest[j+1:]
 		}
 		fields := strings.Fields(rest)
 		if len(fields) == 0 {
 			continue
 		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			continue
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			f(name, labels, v)
 		}
-		out[name] += v
 	}
-	return out
+}
+
+// labelValue is label's value in a label set as written ({a="x",b="y"}),
+// escapes undone; "" when the set has no such label.
+func labelValue(labels, label string) string {
+	rest := strings.TrimPrefix(labels, "{")
+	for rest != "" {
+		name, after, ok := strings.Cut(rest, "=")
+		if !ok || !strings.HasPrefix(after, `"`) {
+			return ""
+		}
+		var v strings.Builder
+		i := 1
+		for ; i < len(after) && after[i] != '"'; i++ {
+			if after[i] == '\\' && i+1 < len(after) {
+				i++
+				if after[i] == 'n' {
+					v.WriteByte('\n')
+					continue
+				}
+			}
+			v.WriteByte(after[i])
+		}
+		if strings.TrimSpace(name) == label {
+			return v.String()
+		}
+		rest = strings.TrimLeft(after[min(i+1, len(after)):], ", ")
+	}
+	return ""
 }
 
 // Ready waits until every base URL answers /readyz 200, or ctx ends.

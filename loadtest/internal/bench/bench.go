@@ -29,6 +29,7 @@ import (
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/internal/platform"
 	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
+	"github.com/seckill-lab/shop/loadtest/internal/procstat"
 	"github.com/seckill-lab/shop/loadtest/internal/report"
 	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
@@ -42,6 +43,10 @@ type benchRoute struct {
 	Affine   bool          // the harness hashes the product to one instance
 	Window   time.Duration // measured window; 0: --bench-phase
 	Warmup   time.Duration // load before it, not counted; 0: --bench-warmup
+	// EachInstance samples each instance's orders every second
+	// (min_instance_orders_per_s); Restock restocks the hot product once
+	// in the middle of the window and times it (restock_ms).
+	EachInstance, Restock bool
 }
 
 func (h runner) Bench(ctx context.Context) report.Scenario {
@@ -250,13 +255,13 @@ func (h runner) BenchOneInstance(ctx context.Context, db *sql.DB, c *shops.Clust
 	}
 	h.BenchSay("bench: GET /healthz, %d clients", o.Clients)
 	health := benchLoad{method: http.MethodGet, path: "/healthz", Want: http.StatusOK}
-	procs := findProcs(ctx, c, db)
-	cpu0 := snapCPU(procs)
+	procs := procstat.Find(ctx, c, db)
+	cpu0 := procs.Snap()
 	br.Healthz, err = health.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
 	if err != nil {
 		return fmt.Errorf("healthz phase: %w", err)
 	}
-	br.Healthz.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(br.Healthz.Sent), "request")
+	br.Healthz.CPU = procs.PerUnit(cpu0, procs.Snap(), int64(br.Healthz.Sent), "request")
 	if br.Healthz.PerSec > 0 {
 		br.RefusalRatio = br.SoldOut.PerSec / br.Healthz.PerSec
 	}
@@ -282,10 +287,10 @@ func (h runner) soldOutPhase(ctx context.Context, db *sql.DB, c *shops.Cluster, 
 		return benchLoad{}, 0, benchreport.Rate{}, err
 	}
 	l := benchLoad{method: http.MethodPost, path: seckillPath(p.ID), Want: http.StatusConflict, WantCode: "sold_out", Users: users}
-	procs := findProcs(ctx, c, db)
-	cpu0 := snapCPU(procs)
+	procs := procstat.Find(ctx, c, db)
+	cpu0 := procs.Snap()
 	rate, err := l.Run(ctx, c.Urls(), o.Clients, o.Warmup, o.Phase)
-	rate.CPU = cpuPer(procs, cpu0, snapCPU(procs), int64(rate.Sent), "refusal")
+	rate.CPU = procs.PerUnit(cpu0, procs.Snap(), int64(rate.Sent), "refusal")
 	return l, p.ID, rate, err
 }
 
@@ -293,7 +298,8 @@ func (h runner) soldOutPhase(ctx context.Context, db *sql.DB, c *shops.Cluster, 
 // o.clients distinct buyers at a time, each request a new buyer, sent as rt
 // routes them, and counts the committed orders in the database over the
 // measured window, sampling the count and the shops' batch sizes every
-// second.
+// second, and their turn metrics at the window's ends (and each
+// instance's orders every second where rt asks).
 func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, users *benchUsers, rt benchRoute) (benchreport.Orders, error) {
 	o := h.O.Bench
 	if rt.Window > 0 {
@@ -309,30 +315,37 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		return out, err
 	}
 	l.Affine = rt.Affine
-	procs := findProcs(ctx, c, db)
+	procs := procstat.Find(ctx, c, db)
 	var (
-		cpu0, cpu1      cpuSnap
+		cpu0, cpu1      procstat.Snap
 		series          []benchreport.Sample
 		count0, count1  int64
 		t0, t1          time.Time
 		sum0, n0        float64
 		held0, holds0   float64
+		turn0, turn1    benchreport.TurnSnap
 		sampleErr       error
 		samplerFinished = make(chan struct{})
+		restocked       = make(chan float64, 1)
 	)
 	start := time.Now()
+	if rt.Restock {
+		go func() { restocked <- h.restockAt(ctx, c, products[0], start.Add(o.Warmup+o.Phase/2)) }()
+	}
 	go func() {
 		defer close(samplerFinished)
 		// Wait out the warm-up, then sample once a second over the window.
 		if !sleepUntil(ctx, start.Add(o.Warmup)) {
 			return
 		}
-		t0, cpu0 = time.Now(), snapCPU(procs)
+		t0, cpu0 = time.Now(), procs.Snap()
 		if count0, sampleErr = countOrders(ctx, db, products...); sampleErr != nil {
 			return
 		}
 		sum0, n0 = histTotals(ctx, c, benchreport.BatchMetric)
 		held0, holds0 = histTotals(ctx, c, benchreport.HoldMetric)
+		var prevEach []float64
+		turn0, prevEach = readTurns(ctx, c)
 		prevT, prevCount, prevSum, prevN := t0, count0, sum0, n0
 		for next := t0.Add(time.Second); ; next = next.Add(time.Second) {
 			last := !next.Before(t0.Add(o.Phase))
@@ -354,17 +367,29 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 			if k > prevN {
 				smp.BatchMean = (s - prevSum) / (k - prevN)
 			}
+			var turn benchreport.TurnSnap
+			if rt.EachInstance || last {
+				var each []float64
+				turn, each = readTurns(ctx, c)
+				if rt.EachInstance {
+					smp.InstanceOrders, prevEach = perSecond(prevEach, each, dt), each
+				}
+			}
 			series = append(series, smp)
 			prevT, prevCount, prevSum, prevN = now, n, s, k
 			if last {
-				t1, count1, cpu1 = now, n, snapCPU(procs)
+				t1, count1, cpu1, turn1 = now, n, procs.Snap(), turn
 				return
 			}
 		}
 	}()
 	rate, err := l.Run(ctx, rt.Urls, o.Clients, o.Warmup, o.Phase)
 	<-samplerFinished
+	if rt.Restock {
+		out.RestockMs = <-restocked
+	}
 	out.Load, out.Answers, out.Series = rate, rate.Answers, series
+	out.MinInstanceOrders = benchreport.MinInstanceOrders(series)
 	if err != nil {
 		return out, err
 	}
@@ -376,7 +401,7 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 	}
 	out.Committed, out.Seconds = count1-count0, t1.Sub(t0).Seconds()
 	out.OrdersPerSec = float64(out.Committed) / out.Seconds
-	out.CPU = cpuPer(procs, cpu0, cpu1, out.Committed, "order")
+	out.CPU = procs.PerUnit(cpu0, cpu1, out.Committed, "order")
 	if s, k := histTotals(ctx, c, benchreport.BatchMetric); k > n0 {
 		out.BatchMean = (s - sum0) / (k - n0)
 	}
@@ -384,7 +409,60 @@ func (h runner) BenchOrders(ctx context.Context, db *sql.DB, c *shops.Cluster, u
 		out.LockHoldMs = (s - held0) / (k - holds0) * 1000
 		out.LocksHeld = (s - held0) / out.Seconds
 	}
+	out.Turn = benchreport.TurnBetween(turn0, turn1)
 	return out, nil
+}
+
+// readTurns reads the turn metrics of c's instances: summed over them by
+// size class, and each one's orders (nil when an instance did not answer
+// or none exposes them; one that exposes none of its own has had no turn).
+func readTurns(ctx context.Context, c *shops.Cluster) (benchreport.TurnSnap, []float64) {
+	sum, each := benchreport.TurnSnap{}, make([]float64, len(c.Instances))
+	exposed, failed := false, false
+	for i := range c.Instances {
+		m, err := c.Client.MetricsBy(ctx, i, benchreport.TurnPrefix, benchreport.TurnLabel)
+		if err != nil {
+			failed = true
+			continue
+		}
+		sum.AddInstance(m)
+		orders, ok := m[benchreport.TurnOrdersMetric]
+		exposed = exposed || ok
+		for _, n := range orders {
+			each[i] += n
+		}
+	}
+	if failed || !exposed {
+		return sum, nil
+	}
+	return sum, each
+}
+
+// perSecond is each instance's growth from a to b over dt seconds; nil
+// when either is unknown.
+func perSecond(a, b []float64, dt float64) []float64 {
+	if a == nil || len(a) != len(b) || dt <= 0 {
+		return nil
+	}
+	out := make([]float64, len(b))
+	for i := range b {
+		out[i] = (b[i] - a[i]) / dt
+	}
+	return out
+}
+
+// restockAt restocks product at t and returns how long it took in ms
+// (the client's retries included); 0 when it failed, which it says.
+func (h runner) restockAt(ctx context.Context, c *shops.Cluster, product int64, t time.Time) float64 {
+	if !sleepUntil(ctx, t) {
+		return 0
+	}
+	begin := time.Now()
+	if err := c.Client.Restock(ctx, product, 1000, "bench-restock-"+loadgen.RandomID(8)); err != nil {
+		h.BenchSay("bench: restock in mid-window: %v", err)
+		return 0
+	}
+	return float64(time.Since(begin).Microseconds()) / 1000
 }
 
 // hotLoad makes k products whose stock does not run out and the load of

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -8,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill-lab/shop/internal/loadgen"
+	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
 
 // The bench mints tokens itself; the shop must accept them exactly as it
@@ -46,10 +52,6 @@ func TestBenchTokensVerifyLikeTheShops(t *testing.T) {
 }
 
 func TestBenchParsers(t *testing.T) {
-	st := parseProcStatus(strings.NewReader("Name:\tshop\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t9\n"))
-	if st["VmHWM"] != 200 || st["VmRSS"] != 100 || len(st) != 2 {
-		t.Fatalf("parseProcStatus = %v, want VmHWM 200 MB, VmRSS 100 MB", st)
-	}
 	for body, want := range map[string]string{
 		`{"type":"about:blank","status":409,"code":"sold_out"}`: "sold_out",
 		`{"code": "busy","status":503}`:                         "busy",
@@ -94,5 +96,53 @@ func TestRendezvousMovesOnlyTheLostInstancesProducts(t *testing.T) {
 		if used[u.Host] < 50 {
 			t.Errorf("instance %s holds %d of 300 products: the hash does not spread them", u.Host, used[u.Host])
 		}
+	}
+}
+
+// readTurns against /metrics in the shape the shop's turn metrics take:
+// the instances' classes summed, each instance's orders apart (0 for an
+// instance with no turn yet), and no per-instance figures when no
+// instance exposes them or one does not answer.
+func TestReadTurns(t *testing.T) {
+	serve := func(body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if body == "" {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	turns := `shop_order_turn_seconds_bucket{size="4-7",le="+Inf"} 10
+shop_order_turn_seconds_sum{size="4-7"} 0.05
+shop_order_turn_seconds_count{size="4-7"} 10
+shop_order_turn_orders_total{size="4-7"} 50
+shop_order_turn_db_round_trips_total{size="4-7"} 30
+shop_order_turn_redis_round_trips_total{size="4-7"} 20
+shop_order_turn_seconds_sum{size="1"} 0.01
+shop_order_turn_seconds_count{size="1"} 5
+shop_order_turn_orders_total{size="1"} 5
+`
+	cluster := func(urls ...string) *shops.Cluster {
+		return &shops.Cluster{Client: loadgen.NewClient(urls, "", 4), Instances: make([]*shops.Instance, len(urls))}
+	}
+	idle := "shop_orders_batch_size_count 0\n"
+	snap, each := readTurns(context.Background(), cluster(serve(turns), serve(idle), serve(turns)))
+	if want := []float64{55, 0, 55}; !slices.Equal(each, want) {
+		t.Errorf("each instance's orders %v, want %v", each, want)
+	}
+	if c := snap["4-7"]; c.Turns != 20 || c.Orders != 100 || c.Seconds != 0.1 || c.DB != 60 || c.Redis != 40 || snap["1"].Turns != 10 {
+		t.Errorf("summed: %+v", snap)
+	}
+	if _, each := readTurns(context.Background(), cluster(serve(idle), serve(idle))); each != nil {
+		t.Errorf("a shop without the metrics: each instance %v, want none", each)
+	}
+	if _, each := readTurns(context.Background(), cluster(serve(turns), serve(""))); each != nil {
+		t.Errorf("an instance that did not answer: each instance %v, want none", each)
+	}
+	if got := perSecond([]float64{10, 0}, []float64{30, 0}, 2); !slices.Equal(got, []float64{10, 0}) || perSecond(nil, got, 1) != nil {
+		t.Errorf("perSecond = %v", got)
 	}
 }

@@ -46,7 +46,7 @@ func (h runner) BenchCapped(ctx context.Context, db *sql.DB, start func(int, str
 		}
 		users.Secret = []byte(c.Secret)
 		h.BenchSay("bench: 12 products at once, %d capped instance(s), product-affine, %d clients", n, o.Clients)
-		ord, err := h.BenchOrders(ctx, db, c, users, benchRoute{Products: 12, Routing: benchreport.RouteMany, Urls: c.Urls(), Shops: n, Affine: true})
+		ord, err := h.BenchOrders(ctx, db, c, users, benchRoute{Products: 12, Routing: benchreport.RouteMany, Urls: c.Urls(), Shops: n, Affine: true, EachInstance: n == 3})
 		return ord, c, err
 	}
 	one, c1, err := many(1)
@@ -107,7 +107,7 @@ func (h runner) BenchThree(ctx context.Context, db *sql.DB, start func(int, stri
 		return h.BenchOrders(ctx, db, c3, users, rt)
 	}
 	three := func() (benchreport.Orders, error) {
-		rt := benchRoute{Routing: benchreport.RouteAffine, Urls: c3.Urls(), Shops: 3, Affine: true}
+		rt := benchRoute{Routing: benchreport.RouteAffine, Urls: c3.Urls(), Shops: 3, Affine: true, EachInstance: true, Restock: true}
 		h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
 		return h.BenchOrders(ctx, db, c3, users, rt)
 	}
@@ -216,7 +216,7 @@ func (h runner) BenchBehindNginx(ctx context.Context, db *sql.DB, c *shops.Clust
 		return benchreport.Orders{Instances: len(urls), Routing: benchreport.RouteNginx}, err
 	}
 	defer front.Close()
-	rt := benchRoute{Routing: benchreport.RouteNginx, Urls: []string{front.URL()}, Shops: len(urls), Window: window}
+	rt := benchRoute{Routing: benchreport.RouteNginx, Urls: []string{front.URL()}, Shops: len(urls), Window: window, EachInstance: len(urls) == 3}
 	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
 	return h.BenchOrders(ctx, db, c, users, rt)
 }

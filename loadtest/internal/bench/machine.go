@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +15,7 @@ import (
 	"github.com/seckill-lab/shop/internal/loadgen"
 	"github.com/seckill-lab/shop/loadtest/internal/benchreport"
 	"github.com/seckill-lab/shop/loadtest/internal/harness"
+	"github.com/seckill-lab/shop/loadtest/internal/procstat"
 	"github.com/seckill-lab/shop/loadtest/internal/shops"
 )
 
@@ -99,7 +97,7 @@ func benchMemoryPhase(ctx context.Context, c *shops.Cluster, l benchLoad, o harn
 		}
 	}
 	pid := c.Instances[0].PID()
-	st, err := procStatus(pid)
+	st, err := procstat.Status(pid)
 	if err != nil {
 		return out, err
 	}
@@ -112,7 +110,7 @@ func benchMemoryPhase(ctx context.Context, c *shops.Cluster, l benchLoad, o harn
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if st, err := procStatus(pid); err == nil {
+			if st, err := procstat.Status(pid); err == nil {
 				peak = max(peak, st["VmRSS"])
 			}
 			select {
@@ -133,86 +131,20 @@ func benchMemoryPhase(ctx context.Context, c *shops.Cluster, l benchLoad, o harn
 	// last client still has time for an answer.)
 	l.Timeout = 5 * time.Second
 	l.RampIn = min(time.Second, o.RssDuration/4)
-	overflows := listenOverflows()
-	out.SoMaxConn = soMaxConn()
+	overflows := procstat.ListenOverflows()
+	out.SoMaxConn = procstat.SoMaxConn()
 	out.Load, err = l.Run(ctx, c.Urls()[:1], o.RssClients, 0, o.RssDuration)
-	if after := listenOverflows(); overflows >= 0 && after >= 0 {
+	if after := procstat.ListenOverflows(); overflows >= 0 && after >= 0 {
 		out.ListenOverflows = after - overflows
 	} else {
 		out.ListenOverflows = -1
 	}
 	close(stop)
 	out.MaxRSSMB = <-sampled
-	if st, e := procStatus(pid); e == nil {
+	if st, e := procstat.Status(pid); e == nil {
 		out.PeakRSSMB = st["VmHWM"]
 	}
 	return out, err
-}
-
-// listenOverflows is the kernel's count of connects dropped on a full
-// listen queue (TcpExt ListenOverflows in /proc/net/netstat); -1: unknown.
-func listenOverflows() int64 {
-	b, err := os.ReadFile("/proc/net/netstat")
-	if err != nil {
-		return -1
-	}
-	var names []string
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "TcpExt:" {
-			continue
-		}
-		if names == nil {
-			names = f
-			continue
-		}
-		for i, name := range names {
-			if name == "ListenOverflows" && i < len(f) {
-				n, err := strconv.ParseInt(f[i], 10, 64)
-				if err != nil {
-					return -1
-				}
-				return n
-			}
-		}
-	}
-	return -1
-}
-
-// soMaxConn is net.core.somaxconn, the bound of a listen queue; 0: unknown.
-func soMaxConn() int64 {
-	b, err := os.ReadFile("/proc/sys/net/core/somaxconn")
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
-}
-
-// procStatus reads the kB fields of /proc/<pid>/status, in MB.
-func procStatus(pid int) (map[string]float64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, fmt.Errorf("peak RSS needs /proc (Linux): %w", err)
-	}
-	defer f.Close()
-	return parseProcStatus(f), nil
-}
-
-func parseProcStatus(r io.Reader) map[string]float64 {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		f := strings.Fields(rest)
-		if !ok || len(f) != 2 || f[1] != "kB" {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			out[name] = v / 1024
-		}
-	}
-	return out
 }
 
 // raiseFDLimit lifts this process's open-file limit to the hard limit; the

@@ -87,11 +87,21 @@ type Orders struct {
 	// (LocksHeld near 1) commits about BatchMean / LockHoldMs orders per
 	// ms, whatever else gets faster: only bigger batches or shorter holds
 	// raise it. 0: not exposed.
-	LockHoldMs float64        `json:"lock_hold_ms,omitempty"`
-	LocksHeld  float64        `json:"locks_held,omitempty"`
-	CPU        *CPU           `json:"cpu_per_order,omitempty"`
-	Series     []Sample       `json:"series"`
-	Answers    map[string]int `json:"answers"`
+	LockHoldMs float64 `json:"lock_hold_ms,omitempty"`
+	LocksHeld  float64 `json:"locks_held,omitempty"`
+	// Turn is a batch's turn under the product lock over the window (the
+	// shop's shop_order_turn_* metrics); nil: not exposed.
+	Turn *Turn `json:"turn,omitempty"`
+	// MinInstanceOrders: the fewest orders an instance committed in a
+	// second of the window (Series' InstanceOrders; 0: some instance
+	// committed nothing in some second); nil: not measured in this phase.
+	MinInstanceOrders *float64 `json:"min_instance_orders_per_s,omitempty"`
+	// RestockMs: how long one restock of the hot product took, sent in
+	// the middle of the window (retries included); 0: none sent.
+	RestockMs float64        `json:"restock_ms,omitempty"`
+	CPU       *CPU           `json:"cpu_per_order,omitempty"`
+	Series    []Sample       `json:"series"`
+	Answers   map[string]int `json:"answers"`
 }
 
 // CPU is the CPU time each process spent per unit of a phase (an
@@ -178,6 +188,23 @@ type Sample struct {
 	T         float64 `json:"t_s"`
 	Orders    float64 `json:"orders_per_s"`
 	BatchMean float64 `json:"batch_mean,omitempty"`
+	// InstanceOrders: each instance's orders per second committed in its
+	// turns (TurnOrdersMetric), where the phase measures them.
+	InstanceOrders []float64 `json:"instance_orders_per_s,omitempty"`
+}
+
+// MinInstanceOrders is the fewest orders per second an instance committed
+// in one of series' seconds; nil when no second has instances' figures.
+func MinInstanceOrders(series []Sample) *float64 {
+	var low *float64
+	for _, s := range series {
+		for _, n := range s.InstanceOrders {
+			if low == nil || n < *low {
+				low = &n
+			}
+		}
+	}
+	return low
 }
 
 // Rate is a closed-loop load's answers.
@@ -314,6 +341,8 @@ func (o Orders) Plus(p Orders) Orders {
 		out.Series = append(out.Series, s)
 	}
 	out.CPU = o.CPU.plus(p.CPU, o.Committed, p.Committed, o.Seconds, p.Seconds)
+	out.Turn = o.Turn.plus(p.Turn)
+	out.MinInstanceOrders = MinInstanceOrders(out.Series)
 	out.Load = o.Load.Plus(p.Load)
 	out.Answers = out.Load.Answers
 	return out

@@ -170,6 +170,7 @@ func Write(w io.Writer, br *Report) {
 		fmt.Fprintf(w, "orders:   %s, %d clients%s: %.0f committed orders/s = %.2fx raw ceiling = %.2fx one instance%s (%d in %.1fs); p50 %s, p99 %s; %s\n",
 			o.Label(), o.Clients, o.procs(), o.OrdersPerSec, o.OfRaw, o.OfOne, ofNginx, o.Committed, o.Seconds, render.Ms(o.Load.P50), render.Ms(o.Load.P99), batch)
 		fmt.Fprintf(w, "          answers: %s; no answer: %d\n", render.Outcomes(o.Answers), o.Answers["no answer"])
+		writeTurn(w, o)
 		writeCPU(w, o.CPU)
 	}
 	if br.SoldOut.Requests > 0 {
@@ -202,6 +203,25 @@ func Write(w io.Writer, br *Report) {
 			verdict = "MISSED by " + t.Missed
 		}
 		fmt.Fprintf(w, "target:   %s %s: %s %s -> %s\n", t.What, t.Want, trimFloat2(t.Got), t.Unit, verdict)
+	}
+}
+
+// writeTurn prints a phase's turn under the product lock, and where
+// measured each instance's slowest second and a restock's time.
+func writeTurn(w io.Writer, o Orders) {
+	if t := o.Turn; t != nil {
+		fit := fmt.Sprintf("no fit (size classes seen: %d)", t.Classes)
+		if t.FixedMs != 0 || t.PerOrderMs != 0 {
+			fit = fmt.Sprintf("fit %.2f ms + %.3f ms an order over %d size classes", t.FixedMs, t.PerOrderMs, t.Classes)
+		}
+		fmt.Fprintf(w, "          turn: %.2f ms under the lock, batch %.1f, %.1f DB and %.1f Redis round trips a turn; %s\n",
+			t.HoldMs, t.Batch, t.DBRoundTrips, t.RedisRoundTrips, fit)
+	}
+	if m := o.MinInstanceOrders; m != nil {
+		fmt.Fprintf(w, "          each instance: at least %.0f orders committed in every second of the window\n", *m)
+	}
+	if o.RestockMs > 0 {
+		fmt.Fprintf(w, "          one restock of the hot product in mid-window: %.1f ms\n", o.RestockMs)
 	}
 }
 

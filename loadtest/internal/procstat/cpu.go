@@ -1,4 +1,7 @@
-package bench
+// Package procstat reads what Linux's /proc says about the processes that
+// serve the shop (their CPU time, an instance's memory) and about the
+// machine (its idle time, its listen queues), for the bench's figures.
+package procstat
 
 import (
 	"context"
@@ -17,24 +20,24 @@ import (
 // userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
 const userHZ = 100
 
-// cpuProcs are the processes that serve an order: the shop instances, the
+// Procs are the processes that serve an order: the shop instances, the
 // database server and Redis (0: not found, e.g. SQLite or in-process Redis).
-type cpuProcs struct {
-	shops          []int
-	mariadb, redis int
+type Procs struct {
+	Shops          []int
+	MariaDB, Redis int
 }
 
-// findProcs finds the shop instances' processes, the database server's
+// Find finds the shop instances' processes, the database server's
 // (its pid file, as root can read it) and Redis's (INFO's process_id).
-func findProcs(ctx context.Context, c *shops.Cluster, db *sql.DB) cpuProcs {
-	var p cpuProcs
+func Find(ctx context.Context, c *shops.Cluster, db *sql.DB) Procs {
+	var p Procs
 	for _, i := range c.Instances {
-		p.shops = append(p.shops, i.PID())
+		p.Shops = append(p.Shops, i.PID())
 	}
 	var file string
 	if db != nil && db.QueryRowContext(ctx, "SELECT @@pid_file").Scan(&file) == nil {
 		if b, err := os.ReadFile(file); err == nil {
-			p.mariadb, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			p.MariaDB, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		}
 	}
 	if c.Backend != nil && c.Backend.RedisKind != "embedded" {
@@ -43,7 +46,7 @@ func findProcs(ctx context.Context, c *shops.Cluster, db *sql.DB) cpuProcs {
 			if info, err := rdb.Info(ctx, "server").Result(); err == nil {
 				for _, l := range strings.Split(info, "\n") {
 					if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
-						p.redis, _ = strconv.Atoi(v)
+						p.Redis, _ = strconv.Atoi(v)
 					}
 				}
 			}
@@ -53,16 +56,17 @@ func findProcs(ctx context.Context, c *shops.Cluster, db *sql.DB) cpuProcs {
 	return p
 }
 
-// cpuSnap is the CPU time of each process, and the machine's idle and
+// Snap is the CPU time of each process, and the machine's idle and
 // total time, at one moment (clock ticks).
-type cpuSnap struct {
+type Snap struct {
 	ticks       map[int]int64
 	idle, total int64
 }
 
-func snapCPU(p cpuProcs) cpuSnap {
-	s := cpuSnap{ticks: map[int]int64{}}
-	for _, pid := range append(append([]int{}, p.shops...), p.mariadb, p.redis) {
+// Snap reads the processes' CPU time, and the machine's, now.
+func (p Procs) Snap() Snap {
+	s := Snap{ticks: map[int]int64{}}
+	for _, pid := range append(append([]int{}, p.Shops...), p.MariaDB, p.Redis) {
 		if pid > 0 {
 			s.ticks[pid] = procTicks(pid)
 		}
@@ -108,9 +112,9 @@ func machineTicks() (idle, total int64) {
 	return idle, total
 }
 
-// cpuPer is the CPU time each process spent per unit (an order committed,
+// PerUnit is the CPU time each of p spent per unit (an order committed,
 // a refusal answered) between a and b.
-func cpuPer(p cpuProcs, a, b cpuSnap, units int64, per string) *benchreport.CPU {
+func (p Procs) PerUnit(a, b Snap, units int64, per string) *benchreport.CPU {
 	if units <= 0 || b.total <= a.total {
 		return nil
 	}
@@ -120,9 +124,9 @@ func cpuPer(p cpuProcs, a, b cpuSnap, units int64, per string) *benchreport.CPU 
 		}
 		return float64(b.ticks[pid]-a.ticks[pid]) * 1e6 / userHZ / float64(units)
 	}
-	out := &benchreport.CPU{Per: per, MariaDB: us(p.mariadb), Redis: us(p.redis),
+	out := &benchreport.CPU{Per: per, MariaDB: us(p.MariaDB), Redis: us(p.Redis),
 		IdleShare: float64(b.idle-a.idle) / float64(b.total-a.total)}
-	for _, pid := range p.shops {
+	for _, pid := range p.Shops {
 		out.ShopEach = append(out.ShopEach, us(pid))
 		out.Shop += us(pid)
 	}
