@@ -20,6 +20,12 @@ import (
 // takes its slower path. A write that fails (a duplicate key) stops the
 // packet before its COMMIT, and the Writer rolls it back.
 //
+// The guard is the packet's only read (an UPDATE's WHERE may hold a
+// subquery, say a cap on another table), and the packet's transaction is
+// READ COMMITTED: that read sees the latest committed rows and locks no
+// gaps, where REPEATABLE READ would take shared next-key locks on what it
+// read, which concurrent INSERTs would wait on.
+//
 // The rows of an INSERT are SELECTs joined by UNION ALL, each with the
 // guard's condition: plain SQL that MySQL 5.7 and 8 and MariaDB 10.3 and
 // later all run (a table value constructor would need VALUES ROW() on
@@ -124,7 +130,7 @@ func (w *Writer) Commit(ctx context.Context, p *Packet) error {
 	defer c.Close()
 	Trip(ctx)
 	var rows []int64
-	q := "START TRANSACTION;\n" + p.sql.String() + "COMMIT"
+	q := "SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\nSTART TRANSACTION;\n" + p.sql.String() + "COMMIT"
 	err = c.Raw(func(dc any) error {
 		args, err := named(p.args)
 		if err != nil {
@@ -147,11 +153,15 @@ func (w *Writer) Commit(ctx context.Context, p *Packet) error {
 		}
 		return err
 	}
-	if len(rows) < 2 || rows[1] != 1 {
+	if len(rows) <= guardAt || rows[guardAt] != 1 {
 		return ErrGuardMissed
 	}
 	return nil
 }
+
+// guardAt is the guard's place among the packet's statements: after SET
+// TRANSACTION and START TRANSACTION.
+const guardAt = 2
 
 // named turns args into the driver's arguments, as database/sql would
 // (ints to int64, a nil pointer to NULL, a pointer to its value).

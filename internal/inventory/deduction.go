@@ -200,20 +200,22 @@ func (d *Deduction) DeductTx(tx *gorm.DB, wants []Want) (Taken, error) {
 // UPDATE of the whole batch) matches, and nothing is written if it does
 // not (dbx.ErrGuardMissed: too little stock for all, or a fence the row
 // refuses); the caller then runs DeductTx in a transaction, which reads the
-// row and decides want by want. ok is false when the strategy writes no
-// packet (the lab's, a walk over stock buckets) or cannot yet (the
-// product's price is not known before its first read).
-func (d *Deduction) Packet(wants []Want) (p *dbx.Packet, taken Taken, ok bool) {
+// row and decides want by want. also, when not empty, is the caller's own
+// condition on the guard, with its arguments (order's unpaid cap): the
+// packet writes nothing unless it holds too. ok is false when the strategy
+// writes no packet (the lab's, a walk over stock buckets) or cannot yet
+// (the product's price is not known before its first read).
+func (d *Deduction) Packet(wants []Want, also string, args ...any) (p *dbx.Packet, taken Taken, ok bool) {
 	pk, can := d.deductor.(packer)
 	if !can {
 		return nil, Taken{}, false
 	}
-	return pk.packet(d.held, wants)
+	return pk.packet(d.held, wants, also, args)
 }
 
 // packer is a deductor that can write a batch's take as a packet.
 type packer interface {
-	packet(h *hold, wants []Want) (*dbx.Packet, Taken, bool)
+	packet(h *hold, wants []Want, also string, alsoArgs []any) (*dbx.Packet, Taken, bool)
 }
 
 // Done ends the hold Next took, with the outcome of the caller's work under

@@ -34,14 +34,18 @@ func (f *fenced) close(context.Context) {}
 // packet is the whole batch as one packet: the fenced conditional UPDATE
 // as its guard, the ledger rows written only if it matched (takeWhole in
 // one round trip, the caller's orders added to it). ok is false when the
-// product's price is not known yet: the caller takes the read path.
-func (f *fenced) packet(h *hold, wants []Want) (p *dbx.Packet, out Taken, ok bool) {
+// product's price is not known yet: the caller takes the read path. also
+// is the caller's condition on the guard (Deduction.Packet).
+func (f *fenced) packet(h *hold, wants []Want, also string, alsoArgs []any) (p *dbx.Packet, out Taken, ok bool) {
 	price, known := f.s.prices.Load(f.id)
 	if !known {
 		return nil, Taken{}, false
 	}
 	fence := h.fence(0)
 	q, args := moveSQL(f.id, 0, -units(wants), fence)
+	if also != "" {
+		q, args = q+" AND ("+also+")", append(args, alsoArgs...)
+	}
 	p = dbx.NewPacket(q, args...)
 	packetLedger(p, f.id, 0, fence, wants)
 	return p, Taken{PriceCents: price.(int64), Refused: make([]error, len(wants))}, true

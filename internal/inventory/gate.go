@@ -109,8 +109,8 @@ func (g *gate) deductTx(tx *gorm.DB, h *hold, wants []Want) (Taken, error) {
 }
 
 // packet is fenced's packet, its wants all granted if it commits.
-func (g *gate) packet(h *hold, wants []Want) (*dbx.Packet, Taken, bool) {
-	p, t, ok := g.fenced.packet(h, wants)
+func (g *gate) packet(h *hold, wants []Want, also string, alsoArgs []any) (*dbx.Packet, Taken, bool) {
+	p, t, ok := g.fenced.packet(h, wants, also, alsoArgs)
 	for _, w := range wants {
 		t.granted = append(t.granted, w.OrderNo)
 	}

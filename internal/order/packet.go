@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/inventory"
@@ -20,9 +21,10 @@ import (
 // The packet reads nothing first. Repeats are filtered before the batch
 // (the processed marker, the sold-out buyers), and the orders' unique
 // order number decides the rest: a duplicate rolls the packet back, and
-// the batch runs as a transaction with the read (commitTx). So does a batch
-// whose guard missed (too little stock for all: decided want by want), and
-// one whose strategy writes no packet.
+// the batch runs as a transaction with the reads (commitTx). The unpaid
+// cap is a condition of the guard (capGuard). So a batch whose guard
+// missed (too little stock for all, a buyer near the cap) is decided want
+// by want by commitTx, and so is one whose strategy writes no packet.
 
 // orderColumns are the columns a packet writes of an order.
 var orderColumns = []string{"order_no", "user_id", "product_id", "quantity", "amount_cents", "kind", "status", "version", "idem_key", "request_hash", "created_at", "updated_at"}
@@ -36,11 +38,11 @@ func (s *Service) commitPacket(ctx context.Context, d *inventory.Deduction, prod
 	got := slices.Clone(res)
 	first, _ := firstOfEach(batch, got)
 	wants, asked := wantsOf(batch, first, nil, got)
-	wants, asked, err = s.capUnpaid(s.db.WithContext(ctx), batch, wants, asked, got)
-	if err != nil || len(wants) == 0 {
+	capped, capArgs, fits := s.capGuard(batch, wants, asked)
+	if len(wants) == 0 || !fits {
 		return inventory.Taken{}, false, nil
 	}
-	p, taken, ok := d.Packet(wants)
+	p, taken, ok := d.Packet(wants, capped, capArgs...)
 	if !ok {
 		return inventory.Taken{}, false, nil
 	}
@@ -80,4 +82,31 @@ func (s *Service) commitPacket(ctx context.Context, d *inventory.Deduction, prod
 	}
 	copy(res, got)
 	return taken, true, nil
+}
+
+// capGuard is the unpaid cap (capUnpaid) as a condition of the packet's
+// guard, so the packet needs no read before it: no buyer of the batch
+// holds more than the cap less the most units one buyer of the batch asks
+// for, in pending orders. A batch that passes fits every buyer's cap; one
+// that does not (a buyer near the cap) writes nothing and is decided want
+// by want by commitTx, exactly. fits is false when one buyer asks for more
+// than the cap (commitTx refuses them); cond is "" with no cap.
+func (s *Service) capGuard(batch []*request, wants []inventory.Want, asked []int) (cond string, args []any, fits bool) {
+	if s.cfg.UnpaidLimit <= 0 || len(wants) == 0 {
+		return "", nil, true
+	}
+	asks := make(map[int64]int64, len(asked))
+	for k, i := range asked {
+		asks[batch[i].o.UserID] += wants[k].Quantity
+	}
+	most := int64(0)
+	for u, q := range asks {
+		most = max(most, q)
+		args = append(args, u)
+	}
+	if most > s.cfg.UnpaidLimit {
+		return "", nil, false
+	}
+	cond = "NOT EXISTS (SELECT 1 FROM orders WHERE user_id IN (?" + strings.Repeat(", ?", len(asks)-1) + ") AND status = ? GROUP BY user_id HAVING SUM(quantity) > ?)"
+	return cond, append(args, StatusPending, s.cfg.UnpaidLimit-most), true
 }

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -57,11 +58,11 @@ func (tf *turnFixture) kept(t *testing.T) (kept, handedOver float64) {
 	return kept, handedOver
 }
 
-// A leader's second batch runs under the hold its first kept, and its
-// writes go to the database as one packet after the unpaid read: two
-// database round trips and one Redis check beside them, where a batch
-// that takes and releases its own hold and runs statement by statement
-// makes seven and two.
+// A leader's second batch runs under the hold its first kept, and goes to
+// the database as one packet, the unpaid cap a condition of its guard: one
+// database round trip and one Redis check beside it, where a batch that
+// takes and releases its own hold and runs statement by statement makes
+// seven and two.
 func TestTurnKeepsTheHoldAndWritesOnePacket(t *testing.T) {
 	t.Parallel()
 	tf := newTurnFixture(t, 100)
@@ -78,8 +79,8 @@ func TestTurnKeepsTheHoldAndWritesOnePacket(t *testing.T) {
 	if got := testutil.ToFloat64(tf.m.packets.WithLabelValues("committed")); got != 1 {
 		t.Errorf("%v packets committed, want 1 (the second batch)", got)
 	}
-	if got := testutil.ToFloat64(tf.m.turn.dbTrips.WithLabelValues("8-15")); got != 2 {
-		t.Errorf("the second batch made %v database round trips, want 2 (the unpaid read, the packet)", got)
+	if got := testutil.ToFloat64(tf.m.turn.dbTrips.WithLabelValues("8-15")); got != 1 {
+		t.Errorf("the second batch made %v database round trips, want 1 (the packet)", got)
 	}
 	if got := testutil.ToFloat64(tf.m.turn.redisTrips.WithLabelValues("8-15")); got != 1 {
 		t.Errorf("the second batch made %v Redis round trips, want 1 (the check beside its packet)", got)
@@ -171,5 +172,34 @@ func TestTurnHandsTheKeptHoldToAWaiter(t *testing.T) {
 	}
 	if n := tf.f.Count(t, "SELECT stock FROM products WHERE id = ?", tf.id); n != 107 {
 		t.Errorf("stock %d, want 107", n)
+	}
+}
+
+// The unpaid cap in the packet's guard: a buyer who fits commits in the
+// packet; one who would pass the cap makes the guard miss, and the read
+// path refuses that buyer alone, exactly.
+func TestTurnPacketKeepsTheUnpaidCap(t *testing.T) {
+	t.Parallel()
+	tf := newTurnFixture(t, 1000) // the cap is 100 units
+	l := tf.s.leadBatches(tf.id)
+	defer l.idle()
+	l.run([]*request{regularReq(7, tf.id, 99, "a")})
+	fits := []*request{seckillReq(7, tf.id), seckillReq(8, tf.id)} // buyer 7 at 100
+	l.run(fits)
+	over := []*request{regularReq(7, tf.id, 1, "b"), seckillReq(9, tf.id)} // buyer 7 at 101
+	l.run(over)
+	for i, r := range append(answers(fits), answers(over)...) {
+		if want := i != 2; (r.err == nil && r.created) != want || (!want && !errors.Is(r.err, ErrUnpaidLimit)) {
+			t.Errorf("request %d: %+v, created want %v (else ErrUnpaidLimit)", i, r, want)
+		}
+	}
+	if got := testutil.ToFloat64(tf.m.packets.WithLabelValues("committed")); got != 1 {
+		t.Errorf("%v packets committed, want 1 (buyer 7 at the cap)", got)
+	}
+	if got := testutil.ToFloat64(tf.m.packets.WithLabelValues("guard_missed")); got != 1 {
+		t.Errorf("%v packets missed their guard, want 1 (buyer 7 over it)", got)
+	}
+	if n := tf.f.Count(t, "SELECT SUM(quantity) FROM orders WHERE user_id = 7"); n != 100 {
+		t.Errorf("buyer 7 holds %d units, want 100 (the cap)", n)
 	}
 }
