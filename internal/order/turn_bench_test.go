@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/inventory"
 	"github.com/seckill-lab/shop/internal/testenv/stocktest"
