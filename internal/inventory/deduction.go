@@ -139,10 +139,12 @@ func (d *Deduction) take() (*hold, error) {
 	} else {
 		var err error
 		d.trips++
-		// The leader's context, under the batch's span.
-		if h, err = d.s.acquire(tracing.Within(d.keeper.ctx, d.ctx), d.id, d.claim, d.lockWait()); err != nil {
+		ctx, stop := d.keeper.under(d.ctx)
+		if h, err = d.s.acquire(ctx, d.id, d.claim, d.lockWait()); err != nil {
+			stop()
 			return nil, err
 		}
+		h.stop = stop
 		d.keeper.took()
 	}
 	d.trips++ // beside the transaction

@@ -59,7 +59,8 @@ type hold struct {
 	// bound, when set, bounds the release instead of under: a hold kept
 	// across batches (keep.go) was taken under the leader's context.
 	bound  context.Context
-	wanted chan bool // a kept hold's: whether someone asked for the lock (Keeper.watch)
+	wanted chan bool          // a kept hold's: whether someone asked for the lock (Keeper.watch)
+	stop   context.CancelFunc // a kept hold's: ends the context it was taken under (Keeper.under)
 }
 
 // acquire takes c's locks of product id, waiting up to wait for each, under
@@ -120,6 +121,9 @@ func (h *hold) release(err error) error {
 	h.locks = nil
 	release.End(err)
 	h.span.End(err)
+	if h.stop != nil {
+		h.stop()
+	}
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/seckill-lab/shop/internal/grace"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // A Keeper is a batch leader's hold of a hot product kept from one batch to
@@ -24,7 +25,8 @@ import (
 //     get their turn;
 //   - while nobody else asked for the lock: an attempt that finds it held
 //     marks it wanted (lockx), and the check runs beside each batch's
-//     transaction, not before it;
+//     transaction, not before it (a check not answered within wantedWait
+//     after the transaction keeps nothing);
 //   - while the lease holds: a hold lost, or valid for less than half its
 //     TTL, is released and taken afresh before the next BEGIN.
 //
@@ -91,6 +93,19 @@ func (k *Keeper) reuse(c claim) *hold {
 	return nil
 }
 
+// under is the context a hold the keeper may keep is taken under: the
+// leader's, not the batch's (a batch's context ends with it), under the
+// batch's span, and over grace.Hold after the batch's deadline, as
+// HoldPast: a Redis or database gone silent cannot keep it for ever. stop
+// ends it; the hold's release calls it.
+func (k *Keeper) under(batch context.Context) (ctx context.Context, stop context.CancelFunc) {
+	ctx = tracing.Within(k.ctx, batch)
+	if dl, ok := batch.Deadline(); ok {
+		return context.WithDeadline(ctx, dl.Add(grace.Hold))
+	}
+	return context.WithCancel(ctx)
+}
+
 // took starts counting a hold just taken.
 func (k *Keeper) took() { k.since, k.batches = time.Now(), 0 }
 
@@ -107,6 +122,10 @@ func (k *Keeper) watch(h *hold) {
 		ch <- wanted || err != nil // an error: hand it over; the release tells more
 	}()
 }
+
+// wantedWait bounds how long keep waits for the check's answer: it was
+// sent beside the transaction, so it is normally there already.
+const wantedWait = 20 * time.Millisecond
 
 // keep keeps h, whose batch committed and left stock, when the bounds allow
 // one more batch and nobody else asked for the lock; false: the caller
@@ -126,7 +145,10 @@ func (k *Keeper) keep(h *hold) bool {
 			k.s.metrics.handedOver()
 			return false
 		}
-	case <-h.ctx.Done():
+	case <-time.After(wantedWait): // Redis is slow: keep nothing
+		return false
+	}
+	if h.ctx.Err() != nil {
 		return false
 	}
 	k.held = h
