@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,9 +27,15 @@ import (
 // the database unreachable for a while (a failover under way): each time
 // the buyer is answered with what the database holds, one order, the stock
 // and the ledger in step. Without the resolution the buyers got an error
-// although the orders were placed; without its retries, the third.
+// although the orders were placed; without its retries, the third. The
+// same holds for a batch sent as one packet (its text ends in COMMIT).
 func TestInDoubtCommitResolved(t *testing.T) {
 	t.Parallel()
+	t.Run("transaction", func(t *testing.T) { t.Parallel(); testInDoubt(t, false) })
+	t.Run("packet", func(t *testing.T) { t.Parallel(); testInDoubt(t, true) })
+}
+
+func testInDoubt(t *testing.T, packets bool) {
 	dsn := testenv.MySQL(t)
 	rdb, prefix := testenv.RedisClient(t)
 	f := &fixture{&stocktest.Fixture{DB: testdb.Open(t, dsn, "").DB, RDB: rdb, Prefix: prefix}}
@@ -46,9 +53,19 @@ func TestInDoubtCommitResolved(t *testing.T) {
 	t.Cleanup(func() { viaCutter.Close() })
 	inv, _ := f.Inventory(t, inventory.Config{Strategy: inventory.LockFence})
 	reg := prometheus.NewRegistry()
-	orders := order.New(viaCutter.DB, inv, f.Markers(), order.Config{BatchMax: 64}, order.NewMetrics(reg), discard())
+	oc := order.Config{BatchMax: 64}
+	if packets {
+		if oc.Packets, err = viaCutter.Packets(2); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { oc.Packets.Close() })
+	}
+	orders := order.New(viaCutter.DB, inv, f.Markers(), oc, order.NewMetrics(reg), discard())
 	t.Cleanup(orders.Wait)
-	id := f.Product(t, inv, 100, 10)
+	id := f.Product(t, inv, 100, 11)
+	if _, _, err := orders.Seckill(ctx, 100, id); err != nil { // the price is known after it: later batches are packets
+		t.Fatal(err)
+	}
 
 	for i, c := range []struct {
 		forward bool
@@ -69,8 +86,13 @@ func TestInDoubtCommitResolved(t *testing.T) {
 	if stock := f.stock(t, id); stock != 7 {
 		t.Errorf("stock %d, want 7", stock)
 	}
-	if n := f.Count(t, "SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); n != 3 {
-		t.Errorf("units in the ledger's order rows: %d, want 3", n)
+	if n := f.Count(t, "SELECT COALESCE(-SUM(delta), 0) FROM stock_ledger WHERE product_id = ? AND reason = 'order'", id); n != 4 {
+		t.Errorf("units in the ledger's order rows: %d, want 4", n)
+	}
+	if packets {
+		if got := counterValue(t, reg, "shop_orders_packets_total", "committed"); got != 2 {
+			t.Errorf("packets committed: %v, want 2 (the cut ones that landed)", got)
+		}
 	}
 	for outcome, want := range map[string]float64{"landed": 2, "rolled_back": 1} {
 		if got := counterValue(t, reg, "shop_orders_commits_in_doubt_total", outcome); got != want {
@@ -167,7 +189,7 @@ func (c *commitCutter) pump(client, server net.Conn, muted *atomic.Bool) {
 		if _, err := io.ReadFull(client, body); err != nil {
 			return
 		}
-		commit := n == 7 && body[0] == 0x03 && string(body[1:]) == "COMMIT"
+		commit := n >= 7 && body[0] == 0x03 && strings.HasSuffix(string(body[1:]), "COMMIT") // a COMMIT, or a packet's last statement
 		mode := c.armed.Load()
 		if commit && mode == 2 && c.armed.CompareAndSwap(2, 0) {
 			c.cuts.Add(1)
