@@ -212,3 +212,18 @@ func CountTripsOf(db *gorm.DB) error {
 	}
 	return nil
 }
+
+// Insert writes rows (one value per column each) into table in one
+// multi-row INSERT, without RETURNING: for rows whose ids are never read.
+func Insert(tx *gorm.DB, table string, columns []string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	one := "(?" + strings.Repeat(", ?", len(columns)-1) + ")"
+	args := make([]any, 0, len(rows)*len(columns))
+	for _, r := range rows {
+		args = append(args, r...)
+	}
+	q := "INSERT INTO " + table + " (" + strings.Join(columns, ", ") + ") VALUES " + one + strings.Repeat(", "+one, len(rows)-1)
+	return tx.Exec(q, args...).Error
+}

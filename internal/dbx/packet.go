@@ -31,9 +31,10 @@ import (
 // later all run (a table value constructor would need VALUES ROW() on
 // MySQL and VALUES () on MariaDB).
 type Packet struct {
-	sql  strings.Builder
-	args []any
-	n    int // statements, the guard's SET included
+	sql   strings.Builder
+	args  []any
+	n     int      // statements, the guard's SET included
+	heads []string // what each statement is, for Describe
 }
 
 // guardVar is the session variable that holds whether the guard matched;
@@ -45,6 +46,7 @@ func NewPacket(guard string, args ...any) *Packet {
 	p := &Packet{}
 	p.add(guard, args...)
 	p.add("SET " + guardVar + " = ROW_COUNT()")
+	p.heads = append(p.heads, head(guard)+" (the guard)")
 	return p
 }
 
@@ -77,6 +79,22 @@ func (p *Packet) Insert(table string, columns []string, rows [][]any) {
 		args = append(args, r...)
 	}
 	p.add(b.String(), args...)
+	p.heads = append(p.heads, fmt.Sprintf("INSERT INTO %s (%d rows, if the guard matched)", table, len(rows)))
+}
+
+// Describe says what p holds, a statement a line, for traces: "START
+// TRANSACTION", the guard's first words, each INSERT's table and rows,
+// "COMMIT".
+func (p *Packet) Describe() string {
+	return "START TRANSACTION\n" + strings.Join(p.heads, "\n") + "\nCOMMIT"
+}
+
+// head is a statement's first words: up to its WHERE.
+func head(stmt string) string {
+	if i := strings.Index(stmt, " WHERE "); i > 0 {
+		return stmt[:i] + " WHERE ..."
+	}
+	return stmt
 }
 
 // Statements is how many statements p holds (its guard and the guard's

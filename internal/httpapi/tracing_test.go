@@ -201,8 +201,10 @@ func checkBatchTree(t *testing.T, trace []otlprecv.Span, batch otlprecv.Span) {
 		return
 	}
 	hold := holds[0]
-	if len(children(trace, hold, "inventory.lock.wait")) != 1 || len(children(trace, hold, "inventory.lock.release")) != 1 {
-		t.Errorf("hold %s: want one inventory.lock.wait and one inventory.lock.release beneath: %v", hold.SpanID, names(trace, hold))
+	// A batch under a hold kept from the batch before (shop.lock.kept)
+	// waited nothing, and one that keeps it for the next releases nothing.
+	if len(children(trace, hold, "inventory.lock.wait")) != 1 || len(children(trace, hold, "inventory.lock.release")) > 1 {
+		t.Errorf("hold %s: want one inventory.lock.wait and at most one inventory.lock.release beneath: %v", hold.SpanID, names(trace, hold))
 	}
 	txs := children(trace, hold, "order.batch.tx")
 	if len(txs) != 1 {
@@ -220,7 +222,11 @@ func checkBatchTree(t *testing.T, trace []otlprecv.Span, batch otlprecv.Span) {
 		}
 	}
 	all := strings.Join(statements, "\n")
-	for _, want := range []string{"sql.conn.begin_tx", "UPDATE", "INSERT INTO `orders`", "sql.tx.commit"} {
+	wants := []string{"sql.conn.begin_tx", "UPDATE", "INSERT INTO orders", "sql.tx.commit"}
+	if strings.Contains(all, "sql.packet") { // the batch in one round trip
+		wants = []string{"START TRANSACTION", "UPDATE products", "INSERT INTO orders", "COMMIT"}
+	}
+	for _, want := range wants {
 		if !strings.Contains(all, want) {
 			t.Errorf("the batch's statements lack %q:\n%s", want, all)
 		}

@@ -136,6 +136,7 @@ func (d *Deduction) take() (*hold, error) {
 	h := d.keeper.reuse(d.claim)
 	if h != nil {
 		d.s.metrics.keptHold()
+		d.keeper.resume(h, d.ctx)
 	} else {
 		var err error
 		d.trips++
@@ -163,14 +164,18 @@ func (d *Deduction) lockWait() time.Duration {
 }
 
 // Context is the context of the hold Next took: cancelled when a lock of
-// it is lost before the caller's transaction begins, so no BEGIN follows.
+// it is lost before the caller's transaction begins, so no BEGIN follows
+// (a kept hold: lost by the time Next handed it over).
 // A transaction already begun is guarded by the fence, not by this context
 // (order runs it on a context of its own until the deadline).
 func (d *Deduction) Context() context.Context {
-	if d.keeping { // the batch's spans go under its own, not the one that took the hold
-		return tracing.Within(d.held.ctx, d.ctx)
+	h := d.held
+	if !d.keeping || h.ctx.Err() != nil {
+		return h.ctx
 	}
-	return d.held.ctx
+	// A kept hold's context was taken under an earlier batch's: this
+	// batch's values (its timings), under this turn's span.
+	return tracing.Within(context.WithoutCancel(d.ctx), h.turn)
 }
 
 // RedisTrips is how many Redis round trips the holds of d made so far: an

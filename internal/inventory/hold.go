@@ -55,7 +55,8 @@ type hold struct {
 	under    []context.Context // the context each lock was taken under, for its release
 	ctx      context.Context   // the work's
 	pausable bool              // the lab's pause may stop it: no watchdog (claim.pausable)
-	span     tracing.Span      // the hold's, ended by its release
+	span     tracing.Span      // the hold's, ended by its release (a kept hold's: its batch's turn)
+	turn     context.Context   // carries span: the hold's spans go under it
 	// bound, when set, bounds the release instead of under: a hold kept
 	// across batches (keep.go) was taken under the leader's context.
 	bound  context.Context
@@ -71,6 +72,7 @@ func (s *Service) acquire(ctx context.Context, id int64, c claim, wait time.Dura
 		return h, nil
 	}
 	h.ctx, h.span = tracing.Start(ctx, "inventory.lock")
+	h.turn = h.ctx
 	h.span.Int("shop.product.id", id)
 	h.span.Int("shop.lock.bucket", int64(c.first))
 	base := h.ctx
@@ -110,7 +112,7 @@ func (h *hold) release(err error) error {
 	if !h.claim.locks() {
 		return err
 	}
-	rctx, release := tracing.Start(h.ctx, "inventory.lock.release")
+	rctx, release := tracing.Start(tracing.Within(h.ctx, h.turn), "inventory.lock.release")
 	for i := len(h.locks) - 1; i >= 0; i-- {
 		under := h.under[i]
 		if h.bound != nil {

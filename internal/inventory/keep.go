@@ -93,17 +93,29 @@ func (k *Keeper) reuse(c claim) *hold {
 	return nil
 }
 
-// under is the context a hold the keeper may keep is taken under: the
-// leader's, not the batch's (a batch's context ends with it), under the
-// batch's span, and over grace.Hold after the batch's deadline, as
-// HoldPast: a Redis or database gone silent cannot keep it for ever. stop
-// ends it; the hold's release calls it.
+// under is the context a hold the keeper may keep is taken under: not
+// cancelled with the batch that takes it (a batch's context ends with it),
+// but over grace.Hold after that batch's deadline, as HoldPast: a Redis or
+// database gone silent cannot keep it for ever. stop ends it; the hold's
+// release calls it.
 func (k *Keeper) under(batch context.Context) (ctx context.Context, stop context.CancelFunc) {
-	ctx = tracing.Within(k.ctx, batch)
+	ctx = context.WithoutCancel(batch) // (its values: the batch's span and timings)
 	if dl, ok := batch.Deadline(); ok {
 		return context.WithDeadline(ctx, dl.Add(grace.Hold))
 	}
 	return context.WithCancel(ctx)
+}
+
+// resume starts the turn of a batch under the kept hold h: its own
+// inventory.lock span under the batch's, and a lock wait of nothing.
+func (k *Keeper) resume(h *hold, batch context.Context) {
+	h.turn, h.span = tracing.Start(batch, "inventory.lock")
+	h.span.Int("shop.product.id", k.id)
+	h.span.Int("shop.lock.bucket", int64(h.claim.first))
+	h.span.Int("shop.lock.fence", h.locks[0].Fence().Number)
+	h.span.Int("shop.lock.kept", 1)
+	_, wait := tracing.Begin(h.turn, tracing.LockWait)
+	wait.End(nil)
 }
 
 // took starts counting a hold just taken.
@@ -114,11 +126,11 @@ func (k *Keeper) took() { k.since, k.batches = time.Now(), 0 }
 func (k *Keeper) watch(h *hold) {
 	ch := make(chan bool, 1)
 	h.wanted = ch
-	ctx := context.WithoutCancel(h.ctx)
+	ctx, l := context.WithoutCancel(h.ctx), h.locks[0] // (read here: a release may clear h.locks meanwhile)
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, grace.Hold)
 		defer cancel()
-		wanted, err := h.locks[0].Wanted(ctx)
+		wanted, err := l.Wanted(ctx)
 		ch <- wanted || err != nil // an error: hand it over; the release tells more
 	}()
 }
@@ -151,6 +163,7 @@ func (k *Keeper) keep(h *hold) bool {
 	if h.ctx.Err() != nil {
 		return false
 	}
+	h.span.End(nil) // this batch's turn
 	k.held = h
 	return true
 }

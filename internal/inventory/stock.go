@@ -118,33 +118,30 @@ func readBucket(db *gorm.DB, id int64, bucket int) (stockBucket, error) {
 	return r, err
 }
 
-// ledgerColumns are the columns packetLedger writes.
+// ledgerColumns are the columns of a deduction's ledger rows.
 var ledgerColumns = []string{"product_id", "delta", "reason", "order_no", "fence", "bucket", "created_at"}
 
-// packetLedger is ledger for a packet: the same rows, written only if the
-// packet's guard matched.
-func packetLedger(p *dbx.Packet, id int64, bucket int, held Fence, wants []Want) {
-	rows := make([][]any, len(wants))
+// ledgerRows are one order row per served want (refused nil, or
+// refused[i] nil), taken from bucket under held.
+func ledgerRows(id int64, bucket int, held Fence, wants []Want, refused []error) [][]any {
+	rows := make([][]any, 0, len(wants))
 	now := dbx.Now()
 	for i, w := range wants {
-		rows[i] = []any{id, -w.Quantity, ReasonOrder, w.OrderNo, held.Number, bucket, now}
+		if refused == nil || refused[i] == nil {
+			rows = append(rows, []any{id, -w.Quantity, ReasonOrder, w.OrderNo, held.Number, bucket, now})
+		}
 	}
-	p.Insert("stock_ledger", ledgerColumns, rows)
+	return rows
+}
+
+// packetLedger is ledger for a packet whose every want is served: the
+// rows written only if the packet's guard matched.
+func packetLedger(p *dbx.Packet, id int64, bucket int, held Fence, wants []Want) {
+	p.Insert("stock_ledger", ledgerColumns, ledgerRows(id, bucket, held, wants, nil))
 }
 
 // ledger appends one order row per served want (refused[i] nil), taken
 // from bucket under held, in one INSERT.
 func ledger(tx *gorm.DB, id int64, bucket int, held Fence, wants []Want, refused []error) error {
-	rows := make([]LedgerRow, 0, len(wants))
-	now := dbx.Now()
-	for i, w := range wants {
-		if refused[i] == nil {
-			no := w.OrderNo
-			rows = append(rows, LedgerRow{ProductID: id, Delta: -w.Quantity, Reason: ReasonOrder, OrderNo: &no, Fence: held.Number, Bucket: bucket, CreatedAt: now})
-		}
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	return tx.Create(&rows).Error
+	return dbx.Insert(tx, "stock_ledger", ledgerColumns, ledgerRows(id, bucket, held, wants, refused))
 }

@@ -133,14 +133,24 @@ func (s *Service) capUnpaid(tx *gorm.DB, batch []*request, wants []inventory.Wan
 // open stay open, for its next hold.
 func (s *Service) insert(tx *gorm.DB, batch []*request, asked []int, taken inventory.Taken, res []result) error {
 	orders := newOrders(batch, asked, taken, res)
-	if len(orders) == 0 {
-		return nil
-	}
-	if err := tx.Create(&orders).Error; err != nil {
+	if err := dbx.Insert(tx, "orders", orderColumns, orderRows(orders)); err != nil {
 		return err
 	}
 	answerCreated(asked, taken, orders, res)
 	return nil
+}
+
+// orderColumns are the columns a batch writes of an order; its id is
+// never read (an order is known by its number).
+var orderColumns = []string{"order_no", "user_id", "product_id", "quantity", "amount_cents", "kind", "status", "version", "idem_key", "request_hash", "created_at", "updated_at"}
+
+// orderRows are orders as rows of orderColumns.
+func orderRows(orders []Order) [][]any {
+	rows := make([][]any, len(orders))
+	for i, o := range orders {
+		rows[i] = []any{o.OrderNo, o.UserID, o.ProductID, o.Quantity, o.AmountCents, o.Kind, o.Status, o.Version, o.IdemKey, o.RequestHash, o.CreatedAt, o.UpdatedAt}
+	}
+	return rows
 }
 
 // newOrders is the orders of the served wants; refused wants get their
@@ -157,7 +167,6 @@ func newOrders(batch []*request, asked []int, taken inventory.Taken, res []resul
 			continue
 		}
 		o := batch[i].o
-		o.ID = 0 // a rerun transaction must not reuse a rolled-back id
 		o.AmountCents = taken.PriceCents * o.Quantity
 		o.Status = StatusPending
 		o.CreatedAt, o.UpdatedAt = now, now

@@ -2,6 +2,7 @@ package order
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,8 +76,8 @@ func TestBatchRerunForgetsTheRolledBackTake(t *testing.T) {
 	batch := []*request{seckillReq(10, id), seckillReq(20, id)}
 	var armed atomic.Bool
 	armed.Store(true)
-	err := f.DB.Callback().Create().Before("gorm:create").Register("test:deadlock-once", func(tx *gorm.DB) {
-		if tx.Statement.Table != "orders" || !armed.CompareAndSwap(true, false) {
+	err := f.DB.Callback().Raw().Before("gorm:raw").Register("test:deadlock-once", func(tx *gorm.DB) {
+		if !strings.HasPrefix(tx.Statement.SQL.String(), "INSERT INTO orders") || !armed.CompareAndSwap(true, false) {
 			return
 		}
 		twins := []Order{batch[0].o, batch[1].o}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill-lab/shop/internal/dbx"
 	"github.com/seckill-lab/shop/internal/inventory"
+	"github.com/seckill-lab/shop/internal/tracing"
 )
 
 // A hot product's turn is the time its lock is held per batch, and most of
@@ -25,9 +26,6 @@ import (
 // cap is a condition of the guard (capGuard). So a batch whose guard
 // missed (too little stock for all, a buyer near the cap) is decided want
 // by want by commitTx, and so is one whose strategy writes no packet.
-
-// orderColumns are the columns a packet writes of an order.
-var orderColumns = []string{"order_no", "user_id", "product_id", "quantity", "amount_cents", "kind", "status", "version", "idem_key", "request_hash", "created_at", "updated_at"}
 
 // commitPacket tries the batch as one packet under d's hold. done is false
 // when the packet wrote nothing (not applicable, its guard missed, a
@@ -47,15 +45,14 @@ func (s *Service) commitPacket(ctx context.Context, d *inventory.Deduction, prod
 		return inventory.Taken{}, false, nil
 	}
 	orders := newOrders(batch, asked, taken, got)
-	rows := make([][]any, len(orders))
-	for i, o := range orders {
-		rows[i] = []any{o.OrderNo, o.UserID, o.ProductID, o.Quantity, o.AmountCents, o.Kind, o.Status, o.Version, o.IdemKey, o.RequestHash, o.CreatedAt, o.UpdatedAt}
-	}
-	p.Insert("orders", orderColumns, rows)
+	p.Insert("orders", orderColumns, orderRows(orders))
 	answerCreated(asked, taken, orders, got)
 	answerRepeats(batch, first, got)
 
-	err = s.cfg.Packets.Commit(ctx, p)
+	pctx, span := tracing.Start(ctx, "sql.packet")
+	span.Str("db.query.text", p.Describe())
+	err = s.cfg.Packets.Commit(pctx, p)
+	span.End(err)
 	switch {
 	case err == nil:
 		s.metrics.packet("committed")

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,7 +110,7 @@ func (p *SilentAfterCommit) pump(client, server net.Conn, muted *atomic.Bool) {
 		for p.Silent() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		commit := n == 7 && body[0] == 0x03 && string(body[1:]) == "COMMIT"
+		commit := n >= 7 && body[0] == 0x03 && strings.HasSuffix(string(body[1:]), "COMMIT") // a COMMIT, or a packet's last statement (dbx.Packet)
 		if commit && p.armed.CompareAndSwap(2, 0) {
 			p.silenceNow()
 			return // never forwarded: the server sees the client vanish and rolls back
