@@ -36,7 +36,7 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // is logged (most requests of a sale log nothing at info).
 func requestID(base *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		id := c.GetHeader("X-Request-ID")
+		id := c.GetHeader("X-Request-Id") // spelled canonical: X-Request-ID is made anew on every look-up
 		if !requestIDPattern.MatchString(id) {
 			var b [12]byte
 			var h [2 * len(b)]byte
