@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -34,31 +36,33 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // is logged (most requests of a sale log nothing at info).
 func requestID(base *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		id := c.GetHeader("X-Request-ID")
+		id := c.GetHeader("X-Request-Id") // spelled canonical: X-Request-ID is made anew on every look-up
 		if !requestIDPattern.MatchString(id) {
 			var b [12]byte
+			var h [2 * len(b)]byte
 			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
+			hex.Encode(h[:], b[:])
+			id = string(h[:])
 		}
 		c.Writer.Header()["X-Request-Id"] = []string{id} // canonical, as Set would store it, without making it anew
-		c.Set(ctxLogger, &requestLog{base: base, id: id, trace: traceID(c.Request.Context())})
+		c.Set(ctxLogger, &requestLog{base: base, id: id, ctx: c.Request.Context()})
 		c.Next()
 	}
 }
 
 // requestLog is a request's logger, made on first use.
 type requestLog struct {
-	base  *slog.Logger
-	id    string
-	trace string // the sampled trace's id; empty: none
-	l     *slog.Logger
+	base *slog.Logger
+	id   string
+	ctx  context.Context // the request's, for the id of its sampled trace
+	l    *slog.Logger
 }
 
 func (r *requestLog) logger() *slog.Logger {
 	if r.l == nil {
 		r.l = r.base.With("request_id", r.id)
-		if r.trace != "" {
-			r.l = r.l.With("trace_id", r.trace)
+		if trace := traceID(r.ctx); trace != "" {
+			r.l = r.l.With("trace_id", trace)
 		}
 	}
 	return r.l
@@ -82,6 +86,20 @@ func logEnabled(c *gin.Context, level slog.Level) bool {
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+
+	mu     sync.RWMutex
+	series map[seriesKey]httpSeries
+}
+
+// seriesKey names one request counter; its latency histogram drops status.
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
+type httpSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -93,14 +111,35 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Namespace: "shop", Name: "http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"method", "route"}),
+		series: map[seriesKey]httpSeries{},
 	}
 	reg.MustRegister(m.requests, m.latency)
 	return m
 }
 
+// of returns k's series, looked up in the vectors once: WithLabelValues
+// hashes and checks the label values on every call. The keys are bounded
+// (route templates, methodLabel, the statuses the shop answers), as the
+// vectors' series are.
+func (m *httpMetrics) of(k seriesKey) httpSeries {
+	m.mu.RLock()
+	s, ok := m.series[k]
+	m.mu.RUnlock()
+	if ok {
+		return s
+	}
+	s = httpSeries{m.requests.WithLabelValues(k.method, k.route, strconv.Itoa(k.status)), m.latency.WithLabelValues(k.method, k.route)}
+	m.mu.Lock()
+	m.series[k] = s
+	m.mu.Unlock()
+	return s
+}
+
 // accessLog logs each request once and records its metrics. Health and
-// metrics scrapes and successful reads are logged at debug only.
-func accessLog(m *httpMetrics) gin.HandlerFunc {
+// metrics scrapes and successful reads are logged at debug only. With
+// tracing off (traced false) no request has a trace to link its latency
+// to, so none is looked for.
+func accessLog(m *httpMetrics, traced bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -111,8 +150,16 @@ func accessLog(m *httpMetrics) gin.HandlerFunc {
 		status := c.Writer.Status()
 		elapsed := time.Since(start)
 		method := methodLabel(c.Request.Method)
-		m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-		observe(c.Request.Context(), m.latency.WithLabelValues(method, route), elapsed.Seconds())
+		s := m.of(seriesKey{method, route, status})
+		s.requests.Inc()
+		if traced {
+			observe(c.Request.Context(), s.latency, elapsed.Seconds())
+		} else {
+			s.latency.Observe(elapsed.Seconds())
+		}
+		if status < http.StatusInternalServerError && !logEnabled(c, slog.LevelInfo) {
+			return // below 500 the line is at info or debug: written by neither
+		}
 		level := slog.LevelInfo
 		switch {
 		case route == "/healthz" || route == "/readyz" || route == "/metrics":

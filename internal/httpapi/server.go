@@ -90,7 +90,7 @@ func New(d Deps) http.Handler {
 	if d.Tracing != nil {
 		r.Use(routeSpan)
 	}
-	r.Use(requestID(d.Log), noSniff, accessLog(m), recovery(), ambiguousLength(), requestTimeout(d.Limits.RequestTimeout), readBody())
+	r.Use(requestID(d.Log), noSniff, accessLog(m, d.Tracing != nil), recovery(), ambiguousLength(), requestTimeout(d.Limits.RequestTimeout), readBody())
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, newError("not_found", "no route "+truncate(c.Request.URL.Path, 256)))
 	})

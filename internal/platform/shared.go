@@ -43,6 +43,11 @@ type sharedTrips struct {
 	mu      sync.Mutex
 	queue   []*sharedCall
 	running int // flusher goroutines draining queue, one round trip in flight each
+
+	// builders are pipelines that only ever lay a command out (go-redis's
+	// own arguments and key position), never sent: a new one per call
+	// was four allocations of every rate-limit check.
+	builders sync.Pool
 }
 
 // sharedCall is one queued command; done is closed once cmd holds its
@@ -181,7 +186,13 @@ func (s *sharedTrips) send(batch []*sharedCall) {
 // lays out its arguments and key position, as for any call), in a shared
 // round trip; on an error it returns errored, a fresh command.
 func shared[C redis.Cmder](s *sharedTrips, ctx context.Context, build func(redis.Pipeliner) C, errored func(error) C) C {
-	cmd := build(s.UniversalClient.Pipeline())
+	p, _ := s.builders.Get().(redis.Pipeliner)
+	if p == nil {
+		p = s.UniversalClient.Pipeline()
+	}
+	cmd := build(p)
+	p.Discard()
+	s.builders.Put(p)
 	if err := s.do(ctx, cmd); err != nil {
 		return errored(err)
 	}

@@ -3,7 +3,6 @@ package tracing
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -66,21 +65,25 @@ func (s *Sheet) Header() string {
 	if s == nil {
 		return ""
 	}
-	var b strings.Builder
+	var buf [256]byte // every phase's entry fits: one allocation, the string
+	b := buf[:0]
 	for p := range phases {
 		d := s.d[p].Load()
 		if d == 0 {
 			continue
 		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
+		if len(b) > 0 {
+			b = append(b, ", "...)
 		}
 		info := phaseInfo[p]
-		b.WriteString(info.metric)
-		b.WriteString(`;desc="`)
-		b.WriteString(info.desc)
-		b.WriteString(`";dur=`)
-		b.WriteString(strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64))
+		b = append(b, info.metric...)
+		b = append(b, `;desc="`...)
+		b = append(b, info.desc...)
+		b = append(b, `";dur=`...)
+		b = strconv.AppendFloat(b, float64(d)/1e6, 'f', 3, 64)
 	}
-	return b.String()
+	if len(b) == 0 {
+		return ""
+	}
+	return string(b)
 }
