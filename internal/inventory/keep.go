@@ -10,7 +10,7 @@ import (
 
 // A Keeper is a batch leader's hold of a hot product kept from one batch to
 // the next. Taking and releasing the product lock is two Redis round trips
-// per batch, a third of a turn when the database answers in one; while the
+// per batch, twice the database's one (order's packet); while the
 // leader has more buyers queued it keeps the lock instead, and the next
 // batch's Next reuses the hold (the fenced UPDATE accepts repeat writes by
 // the same holder, so the fence guards every batch of a kept hold as it
@@ -30,21 +30,21 @@ import (
 //   - while the lease holds: a hold lost, or valid for less than half its
 //     TTL, is released and taken afresh before the next BEGIN.
 //
-// The lock's context belongs to the leader (a kept hold outlives the batch
-// that took it); each batch keeps its own deadline for its wait, its
+// A kept hold outlives the batch that took it, so its context is not that
+// batch's (under), and each batch keeps its own deadline for its wait, its
 // transaction and the release of a hold it does not keep.
 type Keeper struct {
 	s   *Service
 	id  int64
-	ctx context.Context // the leader's: kept holds live under it
+	ctx context.Context // the leader's: bounds the release of a hold kept when it goes idle
 
 	held    *hold     // kept from the last batch; nil: none
 	since   time.Time // when the hold in use or kept was taken
 	batches int       // batches it ran
 }
 
-// Keeper returns the keeper of productID's holds for one leader, whose
-// holds live under ctx. Release it when the leader ends.
+// Keeper returns the keeper of productID's holds for one leader, running
+// under ctx. Release it when the leader ends or goes idle.
 func (s *Service) Keeper(ctx context.Context, productID int64) *Keeper {
 	return &Keeper{s: s, id: productID, ctx: context.WithoutCancel(ctx)}
 }
