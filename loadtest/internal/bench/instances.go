@@ -219,7 +219,7 @@ func (h runner) BenchBehindNginx(ctx context.Context, db *sql.DB, c *shops.Clust
 		return benchreport.Orders{Instances: len(urls), Routing: benchreport.RouteNginx}, err
 	}
 	defer front.Close()
-	rt := benchRoute{Routing: benchreport.RouteNginx, Urls: []string{front.URL()}, Shops: len(urls), Window: window, EachInstance: len(urls) == 3}
+	rt := benchRoute{Routing: benchreport.RouteNginx, Urls: []string{front.URL()}, Shops: len(urls), Window: window}
 	h.BenchSay("bench: hot product, %d instances, %s, %d clients", rt.Shops, rt.Routing, h.O.Bench.Clients)
 	return h.BenchOrders(ctx, db, c, users, rt)
 }
