@@ -163,9 +163,11 @@ func (w *Writer) Commit(ctx context.Context, p *Packet) error {
 	})
 	if err != nil {
 		if !ConnLost(err) && ctx.Err() == nil {
-			// Stopped before its COMMIT: roll back on the same connection,
-			// or drop the connection, which rolls back too.
-			if _, rerr := c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			// Stopped before its COMMIT, its row locks held: roll back on
+			// the same connection, within ctx (a slow link must not make
+			// the caller late), or drop the connection, which rolls back
+			// too.
+			if _, rerr := c.ExecContext(ctx, "ROLLBACK"); rerr != nil {
 				_ = c.Raw(func(any) error { return driver.ErrBadConn })
 			}
 		}
