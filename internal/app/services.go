@@ -44,7 +44,7 @@ func newServices(c platform.Config, db *platform.DB, rdb *platform.Redis, reg pr
 	var packets *dbx.Writer
 	if c.DBPackets {
 		var err error
-		if packets, err = db.Packets(int(c.DBMaxConns)); err != nil {
+		if packets, err = db.Packets(context.Background(), int(c.DBMaxConns)); err != nil {
 			log.Warn("batch packets off: their pool did not open; each statement is its own round trip", "err", err)
 		}
 	}

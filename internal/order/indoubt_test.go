@@ -55,7 +55,7 @@ func testInDoubt(t *testing.T, packets bool) {
 	reg := prometheus.NewRegistry()
 	oc := order.Config{BatchMax: 64}
 	if packets {
-		if oc.Packets, err = viaCutter.Packets(2); err != nil {
+		if oc.Packets, err = viaCutter.Packets(ctx, 2); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { oc.Packets.Close() })

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -152,9 +153,17 @@ const mysqlDialTimeout = 2 * time.Second
 var interpolationSafe = map[string]bool{"utf8mb4": true, "utf8": true, "utf8mb3": true, "latin1": true, "ascii": true, "binary": true}
 
 // Packets opens the pool of a dbx.Writer on the same MySQL database, of at
-// most conns connections; nil, nil on SQLite, which has no packets.
-func (d *DB) Packets(conns int) (*dbx.Writer, error) {
+// most conns connections; nil, nil on SQLite, which has no packets, and on
+// a Galera cluster (wsrep_on), where they are not safe: in the failover
+// scenario a packet cut by a writer's death left its stock UPDATE committed
+// without the ledger and order rows after it (docs chapter 9), which one
+// transaction sent statement by statement never does.
+func (d *DB) Packets(ctx context.Context, conns int) (*dbx.Writer, error) {
 	if d.Dialect != DialectMySQL {
+		return nil, nil
+	}
+	var wsrep sql.NullString
+	if err := d.DB.WithContext(ctx).Raw("SELECT @@wsrep_on").Row().Scan(&wsrep); err == nil && strings.EqualFold(wsrep.String, "ON") {
 		return nil, nil
 	}
 	return dbx.OpenWriter(d.dsn, conns)

@@ -45,7 +45,7 @@ func New(t testing.TB) *Fixture {
 // one (SHOP_DB_PACKETS), closed at cleanup.
 func (f *Fixture) Packets(t testing.TB) *dbx.Writer {
 	t.Helper()
-	w, err := f.db.Packets(4)
+	w, err := f.db.Packets(context.Background(), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
