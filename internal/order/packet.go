@@ -69,6 +69,16 @@ func (s *Service) commitPacket(ctx context.Context, d *inventory.Deduction, prod
 			s.metrics.packet("rolled_back")
 			return inventory.Taken{}, false, nil
 		}
+		// Its orders are there, but a packet reads nothing first: an order
+		// of the same number may have been there before it (a buyer's
+		// earlier request whose own outcome was unknown). Each request is
+		// answered from the order the database holds, as a repeat.
+		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), end.inDoubt)
+		err = s.answerFromOrders(rctx, batch, got)
+		cancel()
+		if err != nil {
+			return inventory.Taken{}, true, &OutcomeUnknownError{OrderNos: createdNos(got), Lost: err, Lookup: err}
+		}
 		s.metrics.packet("committed")
 	case errors.Is(err, dbx.ErrGuardMissed):
 		s.metrics.packet("guard_missed")
@@ -106,4 +116,37 @@ func (s *Service) capGuard(batch []*request, wants []inventory.Want, asked []int
 	}
 	cond = "NOT EXISTS (SELECT 1 FROM orders WHERE user_id IN (?" + strings.Repeat(", ?", len(asks)-1) + ") AND status = ? GROUP BY user_id HAVING SUM(quantity) > ?)"
 	return cond, append(args, StatusPending, s.cfg.UnpaidLimit-most), true
+}
+
+// answerFromOrders answers each request of got that a packet in doubt
+// created with the order the database holds under its number, as a repeat
+// would be (its own fields; a key used for another request is refused).
+func (s *Service) answerFromOrders(ctx context.Context, batch []*request, got []result) error {
+	nos := createdNos(got)
+	var found []Order
+	if err := s.db.WithContext(ctx).Where("order_no IN ?", nos).Find(&found).Error; err != nil {
+		return err
+	}
+	byNo := make(map[string]Order, len(found))
+	for _, o := range found {
+		byNo[o.OrderNo] = o
+	}
+	for i, r := range got {
+		if r.created && r.err == nil {
+			got[i] = repeat(byNo[r.o.OrderNo], batch[i].o.RequestHash)
+		}
+	}
+	return nil
+}
+
+// createdNos are the order numbers of the requests of res whose orders a
+// transaction created.
+func createdNos(res []result) []string {
+	var nos []string
+	for _, r := range res {
+		if r.created && r.err == nil {
+			nos = append(nos, r.o.OrderNo)
+		}
+	}
+	return nos
 }

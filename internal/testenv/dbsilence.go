@@ -124,7 +124,7 @@ func (p *SilentAfterCommit) pump(client, server net.Conn, muted *atomic.Bool) {
 		}
 		if cutAfter {
 			p.silenceNow()
-			time.Sleep(200 * time.Millisecond) // the server commits
+			time.Sleep(time.Second) // the server commits (a packet runs its statements first)
 			return
 		}
 	}
