@@ -31,7 +31,7 @@ const (
 	sampleEvery     = 100 * time.Millisecond
 	maxSamples      = 1200 // then every other sample is dropped and the interval doubles
 	racesKept       = 10
-	busyResends     = 4 // a buyer answered 503 busy sends again, this many times at most
+	busyResends     = 6 // a buyer answered 503 busy sends again, this many times at most (4 left one buyer in 200 undecided in chapter 5's pause blocks on a loaded machine)
 	racePriceCents  = 990
 	defaultParallel = 100
 )
