@@ -72,7 +72,7 @@ func (s *Service) commitPacket(ctx context.Context, d *inventory.Deduction, prod
 		// Its orders are there, but a packet reads nothing first: an order
 		// of the same number may have been there before it (a buyer's
 		// earlier request whose own outcome was unknown). Each request is
-		// answered from the order the database holds, as a repeat.
+		// answered from the order the database holds.
 		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), end.inDoubt)
 		err = s.answerFromOrders(rctx, batch, got)
 		cancel()
@@ -119,8 +119,9 @@ func (s *Service) capGuard(batch []*request, wants []inventory.Want, asked []int
 }
 
 // answerFromOrders answers each request of got that a packet in doubt
-// created with the order the database holds under its number, as a repeat
-// would be (its own fields; a key used for another request is refused).
+// created with the order the database holds under its number: created,
+// when it is the packet's own (its creation instant), else as a repeat
+// would be (a key used for another request is refused).
 func (s *Service) answerFromOrders(ctx context.Context, batch []*request, got []result) error {
 	nos := createdNos(got)
 	var found []Order
@@ -132,9 +133,16 @@ func (s *Service) answerFromOrders(ctx context.Context, batch []*request, got []
 		byNo[o.OrderNo] = o
 	}
 	for i, r := range got {
-		if r.created && r.err == nil {
-			got[i] = repeat(byNo[r.o.OrderNo], batch[i].o.RequestHash)
+		if !r.created || r.err != nil {
+			continue
 		}
+		// The packet's own order carries the instant it stamped (to the
+		// microsecond); an earlier one of the number does not.
+		if o, ok := byNo[r.o.OrderNo]; ok && o.CreatedAt.Equal(r.o.CreatedAt) {
+			got[i] = result{o: o, created: true}
+			continue
+		}
+		got[i] = repeat(byNo[r.o.OrderNo], batch[i].o.RequestHash)
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func (d *DB) Packets(ctx context.Context, conns int) (*dbx.Writer, error) {
 		return nil, nil
 	}
 	var wsrep sql.NullString
-	if err := d.DB.WithContext(ctx).Raw("SELECT @@wsrep_on").Row().Scan(&wsrep); err == nil && strings.EqualFold(wsrep.String, "ON") {
+	if err := d.DB.WithContext(ctx).Raw("SELECT @@wsrep_on").Row().Scan(&wsrep); err == nil && (wsrep.String == "1" || strings.EqualFold(wsrep.String, "ON")) { // (MariaDB answers a boolean as 1)
 		return nil, nil
 	}
 	return dbx.OpenWriter(d.dsn, conns)
