@@ -31,12 +31,7 @@ const inDoubtTimeout = 10 * time.Second
 // outcome_unknown, nothing is recorded as done, and the client's retry is
 // answered by the database).
 func (s *Service) resolveInDoubt(ctx context.Context, productID int64, got []result, lost error) (landed bool, err error) {
-	var nos []string
-	for _, r := range got {
-		if r.created && r.err == nil {
-			nos = append(nos, r.o.OrderNo)
-		}
-	}
+	nos := createdNos(got)
 	if len(nos) == 0 {
 		s.metrics.inDoubt("landed")
 		return true, nil
